@@ -11,6 +11,11 @@
 #include <math.h>
 #include <string.h>
 
+#if NNT_CPU_X86
+#include "simd_avx2.h"
+#include "simd_avx512.h"
+#endif
+
 /* The NF4 table as bitsandbytes stores it (float32; the QLoRA paper's normal quantiles). */
 static const float nf4_table[16] = {
     -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
@@ -68,28 +73,111 @@ void nnt_cpu_nf4_quantize(int64_t n, const void *x, int x_bf16, uint8_t *codes, 
     }
 }
 
+/* A block's 16 values: table times absmax in float; with bf16, each rounded to bf16 as
+ * nnt_cpu_f32_to_bf16 rounds it and kept as the float of those bits (its low half zero). */
+static void block_values(float absmax, int bf16, float *v)
+{
+    for (int i = 0; i < 16; i++)
+        v[i] = nf4_table[i] * absmax;
+    if (bf16) {
+        uint16_t h[16];
+        nnt_cpu_f32_to_bf16(16, v, h);
+        for (int i = 0; i < 16; i++)
+            v[i] = nnt_cpu_bf16_value(h[i]);
+    }
+}
+
+/* One block's 64 values of v (block_values) by its 32 bytes of codes, into out (floats, or
+ * bf16: the upper halves of v's bits). */
+static void block_out(const float *v, const uint8_t *c, int bf16, void *out)
+{
+    if (bf16) {
+        uint16_t *o = out;
+        for (int i = 0; i < NNT_NF4_BLOCK / 2; i++) {
+            uint32_t hi, lo;
+            memcpy(&hi, &v[c[i] >> 4], 4);
+            memcpy(&lo, &v[c[i] & 15], 4);
+            o[2 * i] = (uint16_t)(hi >> 16);
+            o[2 * i + 1] = (uint16_t)(lo >> 16);
+        }
+        return;
+    }
+    float *o = out;
+    for (int i = 0; i < NNT_NF4_BLOCK / 2; i++) {
+        o[2 * i] = v[c[i] >> 4];
+        o[2 * i + 1] = v[c[i] & 15];
+    }
+}
+
+#if NNT_CPU_X86
+/* The 16 indices of 8 bytes of codes, first value of each byte (its high half) first */
+static inline NNT_AVX512 __m512i indices16(const uint8_t *c)
+{
+    __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)c);
+    __m512i x = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));   /* b0 b0 b1 b1 ... */
+    const __m512i shift = _mm512_set_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    return _mm512_and_si512(_mm512_srlv_epi32(x, shift), _mm512_set1_epi32(15));
+}
+
+static NNT_AVX512 void block_out_avx512(const float *v, const uint8_t *c, int bf16, void *out)
+{
+    const __m512 tab = _mm512_loadu_ps(v);
+    for (int k = 0; k < NNT_NF4_BLOCK / 16; k++) {
+        __m512 y = _mm512_permutexvar_ps(indices16(c + 8 * k), tab);
+        if (bf16)
+            _mm256_storeu_si256((__m256i *)(void *)((uint16_t *)out + 16 * k),
+                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(y),
+                                                                        16)));
+        else
+            _mm512_storeu_ps((float *)out + 16 * k, y);
+    }
+}
+
+/* The 8 indices of 4 bytes of codes, as indices16 */
+static inline NNT_AVX2 __m256i indices8(const uint8_t *c)
+{
+    uint32_t word;
+    memcpy(&word, c, 4);
+    __m128i b = _mm_cvtsi32_si128((int)word);
+    __m256i x = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));   /* b0 b0 b1 b1 ... */
+    const __m256i shift = _mm256_set_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+    return _mm256_and_si256(_mm256_srlv_epi32(x, shift), _mm256_set1_epi32(15));
+}
+
+static NNT_AVX2 void block_out_avx2(const float *v, const uint8_t *c, int bf16, void *out)
+{
+    const __m256 lo = _mm256_loadu_ps(v), hi = _mm256_loadu_ps(v + 8);
+    for (int k = 0; k < NNT_NF4_BLOCK / 8; k++) {
+        __m256i idx = indices8(c + 4 * k);   /* a table of 16: two of 8, chosen by bit 3 */
+        __m256 upper = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7)));
+        __m256 y = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx),
+                                    _mm256_permutevar8x32_ps(hi, idx), upper);
+        if (bf16) {
+            __m256i h = _mm256_srli_epi32(_mm256_castps_si256(y), 16);
+            __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(h),
+                                         _mm256_extracti128_si256(h, 1));
+            _mm_storeu_si128((__m128i *)(void *)((uint16_t *)out + 8 * k), p);
+        } else {
+            _mm256_storeu_ps((float *)out + 8 * k, y);
+        }
+    }
+}
+#endif
+
 void nnt_cpu_nf4_dequantize(int64_t n, const uint8_t *codes, const float *absmax, void *y,
                             int y_bf16)
 {
+    void (*out)(const float *, const uint8_t *, int, void *) = block_out;
+#if NNT_CPU_X86
+    if (nnt_cpu_avx512() > 0)
+        out = block_out_avx512;
+    else if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+        out = block_out_avx2;
+#endif
+    const size_t esize = y_bf16 ? sizeof(uint16_t) : sizeof(float);
     for (int64_t b = 0; b < n / NNT_NF4_BLOCK; b++) {
         float v[16];
-        for (int i = 0; i < 16; i++)
-            v[i] = nf4_table[i] * absmax[b];
-        const uint8_t *c = codes + b * (NNT_NF4_BLOCK / 2);
-        if (y_bf16) {
-            uint16_t h[16];
-            nnt_cpu_f32_to_bf16(16, v, h);
-            uint16_t *out = (uint16_t *)y + b * NNT_NF4_BLOCK;
-            for (int i = 0; i < NNT_NF4_BLOCK / 2; i++) {
-                out[2 * i] = h[c[i] >> 4];
-                out[2 * i + 1] = h[c[i] & 15];
-            }
-        } else {
-            float *out = (float *)y + b * NNT_NF4_BLOCK;
-            for (int i = 0; i < NNT_NF4_BLOCK / 2; i++) {
-                out[2 * i] = v[c[i] >> 4];
-                out[2 * i + 1] = v[c[i] & 15];
-            }
-        }
+        block_values(absmax[b], y_bf16, v);
+        out(v, codes + b * (NNT_NF4_BLOCK / 2), y_bf16, (char *)y + b * NNT_NF4_BLOCK * esize);
     }
 }

@@ -322,9 +322,10 @@ static int open_run(trainer *t)
     l->keep_previous = !o->overwrite && (l->steps > 0 || o->save_weights || o->save_llmc ||
                                          o->trace);
     l->keep_also = "best.safetensors,model.safetensors,model.bin,trace-ops.txt";
-    char extra[320];   /* (the preset is named in the summary) */
-    snprintf(extra, sizeof extra, "\"sample\": %lld%s%s%s", (long long)o->sample,
-             o->model ? ", \"preset\": \"" : "", o->model ? o->model : "", o->model ? "\"" : "");
+    char extra[320];   /* (the preset is named in the summary; --quantize for a resume) */
+    snprintf(extra, sizeof extra, "\"sample\": %lld%s%s%s%s", (long long)o->sample,
+             o->model ? ", \"preset\": \"" : "", o->model ? o->model : "", o->model ? "\"" : "",
+             o->quantize ? ", \"quantize\": \"nf4\"" : "");
     l->extra_options = extra;
     int rc = nnt_trainer_open(t->ctx, r, l, &t->tr);
     r->lora = NULL;   /* (a local) */

@@ -212,10 +212,13 @@ typedef enum nnt_dtype {
                         copies, fills, nnt_tensor_convert and GEMM operands                */
     NNT_FP16 = 4,    /* reserved: not yet supported (NNT_E_UNSUPPORTED)                   */
     NNT_NF4 = 5      /* 4-bit NormalFloat (QLoRA; bitsandbytes' "nf4", blocks of 64), new
-                        in 0.4: each block of 64 values along the last dimension keeps its
-                        absolute maximum (a float) and each value a 4-bit index into
-                        NF4's 16 values, so the last dimension and its tile must be
-                        multiples of 64. Written by nnt_tensor_convert from NNT_FP32 or
+                        in 0.4: each block of 64 consecutive values (of the row-major
+                        tensor) keeps its absolute maximum (a float) and each value a 4-bit
+                        index into NF4's 16 values. Tiles hold whole blocks: the runs of
+                        consecutive values a tile holds (the innermost dims it covers
+                        whole, times its extent along the one it cuts), and that dim's
+                        rows, are multiples of 64 (a matrix's inputs and their tile, when
+                        its tiles cut them). Written by nnt_tensor_convert from NNT_FP32 or
                         NNT_BF16 (quantized as bitsandbytes' quantize_4bit, bit for bit)
                         or by nnt_tensor_copy_from_host; read by nnt_tensor_convert
                         (dequantized: table value times absmax in float) and as B of
@@ -745,9 +748,10 @@ typedef enum nnt_freeze_mode {
     NNT_FREEZE_NF4 = 3          /* frozen; a matrix only products read is kept in NF4
                                    (NNT_NF4, 4.5 bits an element: QLoRA's base) whatever the
                                    precision, from its freezing; other parameters as
-                                   NNT_FREEZE. The matrix's last dimension (its inputs) and
-                                   tile must be multiples of 64, else NNT_E_SHAPE naming it.
-                                   New in 0.4                                               */
+                                   NNT_FREEZE; an untied lm_head too (bitsandbytes leaves
+                                   it). The matrix's tiles must hold whole blocks (its
+                                   inputs' tile a multiple of 64), else NNT_E_SHAPE naming
+                                   it, before anything changes. New in 0.4                  */
 } nnt_freeze_mode;
 /* Freeze (freeze 1) or unfreeze (0) every parameter of the tree whose full name matches the
  * glob pattern (fnmatch(3) without flags: * and ? match dots too; "*" is every parameter,

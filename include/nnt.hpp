@@ -123,6 +123,8 @@ template <class T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr nnt_dtype value = NNT_FP32; };
 template <> struct dtype_of<std::int32_t> { static constexpr nnt_dtype value = NNT_INT32; };
 template <> struct dtype_of<std::uint16_t> { static constexpr nnt_dtype value = NNT_BF16; };
+/* NNT_NF4's host form: bytes (its codes, then its absmax) */
+template <> struct dtype_of<std::uint8_t> { static constexpr nnt_dtype value = NNT_NF4; };
 
 } // namespace detail
 
@@ -352,8 +354,9 @@ public:
         return n;
     }
 
-    /* Whole-tensor host copies; T float (NNT_FP32), int32_t (NNT_INT32) or uint16_t
-     * (NNT_BF16 bit patterns), checked against the dtype (NNT_E_SHAPE). */
+    /* Whole-tensor host copies; T float (NNT_FP32), int32_t (NNT_INT32), uint16_t
+     * (NNT_BF16 bit patterns) or uint8_t (NNT_NF4's bytes: numel / 2 of codes, then
+     * numel / 64 float absmax), checked against the dtype (NNT_E_SHAPE). */
     template <class T>
     void copy_from_host(span<const T> src) const
     {
@@ -370,11 +373,13 @@ public:
     }
     template <class T>
     void copy_to_host(std::vector<T> &dst) const { copy_to_host(span<T>(dst)); }
-    /* The whole tensor in a new vector of numel() elements. */
+    /* The whole tensor in a new vector of numel() elements (NNT_NF4: of its host form's
+     * bytes). */
     template <class T>
     std::vector<T> to_vector() const
     {
-        std::vector<T> v(static_cast<std::size_t>(numel()));
+        const std::int64_t n = numel();
+        std::vector<T> v(static_cast<std::size_t>(dtype() == NNT_NF4 ? n / 2 + n / 16 : n));
         copy_to_host(span<T>(v));
         return v;
     }
@@ -904,8 +909,13 @@ public:
      * number matched. */
     std::int64_t freeze(std::string_view pattern, bool frozen = true)
     {
+        return freeze(pattern, frozen ? NNT_FREEZE : NNT_UNFREEZE);
+    }
+    /* The same in a mode (NNT_FREEZE_KEEP_FP32, NNT_FREEZE_NF4: QLoRA's base). */
+    std::int64_t freeze(std::string_view pattern, nnt_freeze_mode mode)
+    {
         std::int64_t n = 0;
-        check(nnt_layer_freeze(h(), detail::cstr(pattern).c_str(), frozen ? 1 : 0, &n));
+        check(nnt_layer_freeze(h(), detail::cstr(pattern).c_str(), mode, &n));
         return n;
     }
 

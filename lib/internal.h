@@ -560,9 +560,13 @@ int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t 
 int nnt_insert_bf16_inexact(nnt_ctx *ctx, starpu_data_handle_t src, starpu_data_handle_t count);
 /* lib/codelets/convert.c: src tile of dtype from into dst tile of dtype to, n elements each:
  * NNT_FP32 <-> NNT_BF16, or NNT_FP32 / NNT_BF16 <-> NNT_NF4 (quantized or dequantized, on a
- * CPU worker) */
+ * CPU worker; not before the writer of handle after, when not NULL) */
 int nnt_insert_convert(nnt_ctx *ctx, nnt_dtype from, nnt_dtype to, int64_t n,
-                       starpu_data_handle_t src, starpu_data_handle_t dst);
+                       starpu_data_handle_t src, starpu_data_handle_t dst,
+                       starpu_data_handle_t after);
+/* lib/ops/copy.c: nnt_tensor_convert whose tasks run after the writer of handle after (NULL:
+ * none): a product's dequantized B made when its A is, not as soon as B is ready */
+int nnt_tensor_convert_after(nnt_tensor *src, nnt_tensor *dst, starpu_data_handle_t after);
 
 /* lib/ops/elementwise.c: z = alpha x + beta y, x and y read (both written before), z
  * written; three tensors of equal shapes and tilings. nnt_tensor_sum_into: sum = a + b (three

@@ -505,6 +505,46 @@ else
     fail "lora on gpt-oss's experts: held-out losses '$m1' (adapter), '$m2' (merged):"
     head -c 600 "$tmp/moe/adapter/adapter_config.json"; tail -n 3 "$tmp/moe_lora.err"
 fi
+# QLoRA (--quantize nf4): a Llama of 64 channels read from its directory into NF4 matrices,
+# LoRA trained on them; the adapter with --load-peft --quantize nf4 gives the held-out loss the
+# run ended with (the same NF4 base), and without --quantize another (the base unquantized)
+run_ok q_base --model llama-tiny --layers 1 --channels 64 --heads 4 --kv-heads 2 --hidden 128 \
+    --context 32 $lora --steps 0 --save-hf "$tmp/q/base" --out "$tmp/q/b"
+run_ok q_lora --load-hf "$tmp/q/base" $lora --steps 3 --lr 1e-2 --lora-rank 4 \
+    --lora-targets all-linear --quantize nf4 --save-peft "$tmp/q/adapter" --out "$tmp/q/run" \
+    --print-loss --val-batches 0
+run_ok q_v1 --load-hf "$tmp/q/base" --load-peft "$tmp/q/adapter" --quantize nf4 $lora \
+    --steps 0 --out "$tmp/q/v1" --print-loss --val-batches 0
+run_ok q_v2 --load-hf "$tmp/q/base" --load-peft "$tmp/q/adapter" $lora --steps 0 \
+    --out "$tmp/q/v2" --print-loss --val-batches 0
+q0=$(awk '/^val/ { v = $4 } END { print v }' "$tmp/q_lora.out")
+q1=$(awk '/^val/ { print $4 }' "$tmp/q_v1.out")
+q2=$(awk '/^val/ { print $4 }' "$tmp/q_v2.out")
+if [ -n "$q0" ] && [ "$q0" = "$q1" ] && [ -n "$q2" ] && [ "$q1" != "$q2" ] &&
+   grep -q "the rest frozen: the base .*, its matrices in NF4)" "$tmp/q_lora.err"; then
+    echo "ok: qlora: held-out loss $q0 at the end, $q1 with --load-peft --quantize nf4," \
+         "$q2 on the unquantized base"
+else
+    fail "qlora: held-out losses '$q0' (end of training), '$q1' (NF4 base), '$q2' (fp32 base):"
+    tail -n 5 "$tmp/q_lora.err" "$tmp/q_v1.err"
+fi
+# a QLoRA run stopped and resumed by --resume alone: --quantize nf4 comes from the checkpoint
+# and the steps after it are the uninterrupted run's
+qlora="--load-hf $tmp/q/base $lora --steps 6 --lr 1e-2 --lora-rank 4 --lora-targets all-linear
+    --quantize nf4 --print-loss"
+run_ok q6 $qlora --out "$tmp/q6"
+run_ok q3 $qlora --stop-after 3 --out "$tmp/q3"
+run q_resume --resume "$tmp/q3/checkpoint.safetensors" --out "$tmp/q3" --print-loss
+grep -v '^step [123] \|^val [123] ' "$tmp/q6.out" > "$tmp/q6.tail"
+if [ $status -eq 0 ] && cmp -s "$tmp/q6.tail" "$tmp/q_resume.out" &&
+   grep -q -- "--quantize nf4" "$tmp/q_resume.err" && grep -q "in NF4)" "$tmp/q_resume.err"; then
+    echo "ok: qlora: --resume alone continues it in NF4: $(tr '\n' ' ' < "$tmp/q_resume.out")"
+else
+    fail "qlora: --resume (status $status):"; paste "$tmp/q6.tail" "$tmp/q_resume.out"
+    grep -e resumed -e trained "$tmp/q_resume.err"
+fi
+expect_error q_alone "--quantize nf4 keeps frozen matrices in NF4" --load-hf "$tmp/q/base" \
+    $lora --steps 1 --quantize nf4 --out "$tmp/q/x"
 gen="$top_builddir/nnt-generate --tokenizer bytes --prompt-ids 76,105,110 --temperature 0
     --max-new-tokens 12 --cpus 1 --print-ids"
 if $gen --load-hf "$tmp/l1/hf" --adapter "$tmp/lo/adapter" > "$tmp/gen_a.out" 2>&1 &&

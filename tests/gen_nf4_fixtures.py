@@ -161,6 +161,8 @@ qlora.reference.safetensors  (B 2, T 16)
   on the adapters: lr 1e-2, betas (0.9, 0.999), eps 1e-8, weight decay 0.05, 10 steps:
     losses (10) fp32: each step's loss (mean cross-entropy over B*T) before its update
     logits (B, T, V) fp32: the trained model on tokens
+    merged_logits (B, T, V) fp32: qlora/trained/ on llama_bnb/ merged by merge_and_unload
+      (each weight dequantized, B A s added in fp32, quantized again as bitsandbytes does)
   qlora/init/, qlora/trained/   the adapter (adapter_config.json, adapter_model.safetensors;
       PEFT's README.md removed) before and after training; keys
       base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight (r, in) and
@@ -667,6 +669,14 @@ def models(out):
                                       os.path.join(out, "qlora", "trained"))
     again.eval()
     assert same(logits_of(again, tokens), ref["logits"]), "adapter reload"
+    # merged into the 4-bit base: PEFT dequantizes, adds B A s, quantizes again
+    merged = again.merge_and_unload()
+    for m in merged.modules():
+        if isinstance(m, bnb.nn.Linear4bit):
+            m.support_avx512bf16_for_cpu = False
+    ref["merged_logits"] = logits_of(merged, tokens)
+    print(f"qlora merged into the 4-bit base: max abs diff from logits "
+          f"{maxdiff(ref['merged_logits'], ref['logits']):.4g}")
     save_file(ref, os.path.join(out, "qlora.reference.safetensors"))
     check_checkpoint(bnb_dir, False)
     check_checkpoint(dq_dir, True)

@@ -192,7 +192,7 @@ lora_rslora_scale|lib/models/lora.c|s@a->rslora ? alpha / sqrt(r) : alpha / r@a-
 lora_cattn_part|lib/layers/attention.c|s@\*part = one ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2 (qkv_proj of Phi-3): q, k and v all take the q third of B
 lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it
 lora_merge_unscaled|lib/layers/lora.c|s@lo->scale, lo->b\[i\], lo->a, 1.0, w, 1, 0));@1.0, lo->b[i], lo->a, 1.0, w, 1, 0));@|LoRA merge: W += B A without the scale
-lora_base_trained|lib/models/lora.c|s@if (!p->adapter \&\& !p->frozen)$@if (p->adapter \&\& !p->frozen)@|LoRA: the adapters frozen instead of the base, whose gradients are then computed
+lora_base_trained|lib/models/lora.c|s@        if (p->adapter .. p->frozen)$@        if (!p->adapter \&\& !p->frozen)@|LoRA: the adapters frozen instead of the base, whose gradients are then computed
 freeze_pattern_inverted|lib/layers/layer.c|s@if (fnmatch(pattern, tree->listed_names\[i\], 0) != 0 \&\&@if (fnmatch(pattern, tree->listed_names[i], 0) == 0 \&\&@|nnt_layer_freeze: the parameters that do not match frozen, the gradients of the matching ones computed
 bf16_widen_shift|lib/tensor.c|s@uint32_t bits = (uint32_t)h << 16;@uint32_t bits = (uint32_t)h << 15;@|a parameter kept in bf16 read into the model files with its bits shifted
 merge_bf16_unrounded|lib/layers/lora.c|s@return nnt_tensor_retype(w, kept);@return NNT_OK;@|LoRA merge into a base kept in bf16: the sum left in fp32 (not rounded as the next product would)
@@ -347,6 +347,19 @@ harmony_required_ignored|lib/data/harmony.c|s@    if (!listed(required, name))@ 
 harmony_enum_default_json|lib/data/harmony.c|s@        NNT_TRY(put(b, dflt->s, dflt->len));@        NNT_TRY(hft_jv_tojson(b, dflt, -1));@|gpt-oss tools: the default of an enum quoted as JSON (the template writes it as it is)
 harmony_analysis_kept|lib/data/sft.c|s@if (analysis \&\& !final_after(msgs, i)) {@if (analysis) {@|gpt-oss tools: the analysis of a call kept when a final answer follows (the template drops it)
 harmony_call_kept|lib/data/sft.c|s@    s->call = NULL;   /\*@    (void)0;   /*@|gpt-oss tools: a tool response after an answer takes the call before it (the template refuses it)
+nf4_tie_upper|cpu/nf4.c|s@        q += x > mid;@        q += x >= mid;@|NF4: a value on a midpoint quantized to the upper code (bitsandbytes takes the lower)
+nf4_divide|cpu/nf4.c|s@float s0 = x\[i\] \* inv, s1 = x\[i + 1\] \* inv;@float s0 = x[i] / absmax, s1 = x[i + 1] / absmax;@|NF4: values divided by the absmax (bitsandbytes multiplies by its reciprocal, clamped)
+nf4_dequant_high_half_lost|cpu/nf4.c|s@                out\[2 \* i\] = v\[c\[i\] >> 4\];@                out[2 * i] = v[c[i] \& 15];@|NF4 dequantized to floats: the first value of a byte read from its low half
+nf4_gemm_bf16_always|lib/ops/gemm.c|s@nnt_dtype dt = c->ctx->precision == NNT_PRECISION_BF16 ? NNT_BF16 : NNT_FP32;@nnt_dtype dt = NNT_BF16;@|NF4 products: B dequantized to bf16 for float products too
+nf4_head_quantized|lib/models/transformer.c|s@        head->params\[i\].output_head = 1;@        head->params[i].output_head = 0;@|NF4: the untied lm_head quantized (bitsandbytes leaves it)
+nf4_freeze_mode_ignored|lib/layers/layer.c|s@p->nf4 = (mode == NNT_FREEZE_NF4 \&\& !p->output_head) .. p->value->dtype == NNT_NF4;@p->nf4 = p->value->dtype == NNT_NF4;@|NNT_FREEZE_NF4 frozen as NNT_FREEZE
+nf4_view_rows_unchecked|lib/tensor.c|s@    return \*run % NNT_NF4_BLOCK == 0 \&\& shape\[j\] \* inner % NNT_NF4_BLOCK == 0 ? j : -1;@    return *run % NNT_NF4_BLOCK == 0 ? j : -1;@|NF4 tiling: a last tile that cuts a block accepted
+nf4_host_absmax_at_start|lib/tensor.c|s@    copy_part(nd, hs, ts, org, host, tile, to_tiles, NNT_NF4_BLOCK, sizeof(float), numel / 2,@    copy_part(nd, hs, ts, org, host, tile, to_tiles, NNT_NF4_BLOCK, sizeof(float), numel / 4,@|NF4 host copies: the absmax placed inside the codes
+nf4_merge_left_fp32|lib/layers/lora.c|s@    return nnt_tensor_retype(w, kept);@    return NNT_OK;@|LoRA merge: a base kept in bf16 or NF4 left in fp32 after the merge
+bnb_nested_offset_lost|lib/models/bnb4.c|s@        dst\[i\] = v + q->offset;@        dst[i] = v;@|bitsandbytes checkpoints: double quantization without its offset
+bnb_nested_first_block|lib/models/bnb4.c|s@float v = q->nested_code\[a8\[i\]\] \* scale\[(b0 + i) / q->nested_blocksize - n0\];@float v = q->nested_code[a8[i]] * scale[0];@|bitsandbytes checkpoints: every block scaled by the first nested absmax
+run_freeze_mode_lora_ignored|lib/train/run.c|s@        lora.freeze_base = r->freeze_mode;@        (void)0;@|nnt_run_config.freeze_mode not given to the LoRA adapters (their base frozen as NNT_FREEZE)
+train_quantize_ignored|examples/nnt_train.c|s@    r->freeze_mode = o->quantize ? NNT_FREEZE_NF4 : 0;@    r->freeze_mode = 0;@|nnt-train --quantize nf4 ignored
 lora_stack_interleave|lib/models/lora.c|s@int64_t p = lo->nparts == 1 ? 0 : t->interleaved ? o % 2 : o / half;@int64_t p = lo->nparts == 1 ? 0 : !t->interleaved ? o % 2 : o / half;@|LoRA on experts: gate_up_proj rows read as interleaved for transformers 5 and as gate then up for gpt-oss
 lora_stack_not_nested|lib/models/lora.c|s@int nested = gate_up \&\& expert_lora(m->moe, 2, 0) != NULL;@int nested = 0;@|LoRA on experts: gate_up_proj not under base_layer when down_proj is adapted too (PEFT nests it)
 lora_rank_pattern_ignored|lib/models/lora.c|s@            return p->value\[i\];@            return dflt;@|LoRA: rank_pattern and alpha_pattern ignored (PEFT all-linear gate_up_proj of rank 2r)

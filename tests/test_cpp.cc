@@ -171,6 +171,15 @@ void test_tensor_raii(nnt::context &ctx)
     EXPECT(h[5] == 0.5f);
     nnt::tensor_ref a[] = {x, y};
     EXPECT(nnt::sumsq(a) == 91.0 + 6 * 0.25);
+    // NF4: quantized by convert, its host form bytes (64 codes of 15, absmax 0.5)
+    nnt::tensor q(ctx, NNT_NF4, {2, 64}), f(ctx, NNT_FP32, {2, 64});
+    f.fill(0.5);
+    nnt::convert(f, q);
+    std::vector<std::uint8_t> qb = q.to_vector<std::uint8_t>();
+    float half = 0.5f;
+    EXPECT(qb.size() == 64 + 8 && qb[0] == 0xff && qb[63] == 0xff &&
+           std::memcmp(qb.data() + 64, &half, 4) == 0);
+    EXPECT_ERROR(NNT_E_SHAPE, "dtype", q.to_vector<float>());
 
     // errors: the library's code and message
     nnt::tensor z(ctx, NNT_FP32, {3, 2});

@@ -3552,6 +3552,54 @@ END_TEST
 
 /* ---- runner ------------------------------------------------------------------------------ */
 
+/* NF4 dequantization: every byte of codes, absmax of 7 kinds (0, denormal, tiny, large,
+ * negative zero's neighbour), to floats and bf16: the table times absmax (in float, then
+ * rounded to bf16 by nnt_cpu_f32_to_bf16), the same bits on each path (AVX-512, AVX2,
+ * generic); and quantizing those values gives the codes back */
+START_TEST(test_nf4_paths)
+{
+    enum { NB = 24, N = NB * NNT_NF4_BLOCK };
+    uint8_t codes[N / 2], back[N / 2];
+    float absmax[NB], want32[N], got32[N], back_absmax[NB];
+    uint16_t want16[N], got16[N];
+    const float scales[7] = {0.0f, 1e-40f, 3e-38f, 0.0123f, 1.0f, 3.5e4f, 2.5e37f};
+    const float *table = nnt_cpu_nf4_table();
+    for (int i = 0; i < N / 2; i++)
+        codes[i] = (uint8_t)(i * 37 + (i >> 8));   /* every byte value */
+    for (int b = 0; b < NB; b++) {
+        absmax[b] = scales[b % 7] * (1.0f + 0.125f * (float)(b / 7));
+        codes[b * 32] = (uint8_t)(codes[b * 32] | 0xf0);   /* the absmax element: code 15 */
+    }
+    for (int i = 0; i < N; i++) {
+        int q = i % 2 ? codes[i / 2] & 15 : codes[i / 2] >> 4;
+        want32[i] = table[q] * absmax[i / NNT_NF4_BLOCK];
+    }
+    nnt_cpu_f32_to_bf16(N, want32, want16);
+    for (int path = 0; path < 3; path++) {   /* AVX-512 (where the CPU has it), AVX2, generic */
+        nnt_cpu_avx512_force(path == 0 ? -1 : 0);
+        nnt_cpu_isa_force(path == 2 ? NNT_CPU_ISA_GENERIC : -1);
+        memset(got32, 0xff, sizeof got32);
+        memset(got16, 0xff, sizeof got16);
+        nnt_cpu_nf4_dequantize(N, codes, absmax, got32, 0);
+        nnt_cpu_nf4_dequantize(N, codes, absmax, got16, 1);
+        ck_assert_msg(memcmp(got32, want32, sizeof got32) == 0, "path %d: floats", path);
+        ck_assert_msg(memcmp(got16, want16, sizeof got16) == 0, "path %d: bf16", path);
+    }
+    nnt_cpu_avx512_force(-1);
+    nnt_cpu_isa_force(-1);
+    /* the dequantized values quantize to their codes (blocks of normal absmax: those under
+     * 1e-38 are scaled by 1e38, not by 1 / absmax) and their absmax */
+    nnt_cpu_nf4_quantize(N, want32, 0, back, back_absmax);
+    for (int b = 0; b < NB; b++) {
+        if (absmax[b] < 1e-38f)
+            continue;
+        ck_assert_msg(memcmp(&back_absmax[b], &absmax[b], 4) == 0, "block %d: absmax", b);
+        if (absmax[b] > 0.0f)
+            ck_assert_msg(memcmp(back + b * 32, codes + b * 32, 32) == 0, "block %d: codes", b);
+    }
+}
+END_TEST
+
 static Suite *cpu_suite(void)
 {
     Suite *s = suite_create("cpu_kernels");
@@ -3598,6 +3646,7 @@ static Suite *cpu_suite(void)
     tcase_add_loop_test(tc, test_attention_noscratch, 0, NATTN);
     tcase_add_loop_test(tc, test_attention_onednn, 0, NATTN);
     tcase_add_loop_test(tc, test_attention_bf16, 0, 4);
+    tcase_add_test(tc, test_nf4_paths);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -56,7 +56,8 @@ static struct starpu_codelet convert_cl = {
 /* ---- NF4 ---------------------------------------------------------------------------------- */
 
 /* n elements: buffer 0 read, buffer 1 written; the NF4 one is its codes (n / 2 bytes) then
- * its blocks' absmax (n / 64 floats), the other floats or bf16. */
+ * its blocks' absmax (n / 64 floats), the other floats or bf16. A buffer 2, read, only
+ * orders the task after its writer (nnt_insert_convert's after). */
 struct nf4_args {
     int to_nf4;     /* 1: quantize into buffer 1, 0: dequantize buffer 0 */
     int bf16;       /* the other tile holds bf16 (else floats)           */
@@ -91,12 +92,13 @@ static struct starpu_codelet nf4_cl = {
 };
 
 int nnt_insert_convert(nnt_ctx *ctx, nnt_dtype from, nnt_dtype to, int64_t n,
-                       starpu_data_handle_t src, starpu_data_handle_t dst)
+                       starpu_data_handle_t src, starpu_data_handle_t dst,
+                       starpu_data_handle_t after)
 {
-    struct starpu_data_descr bufs[2] = {{src, STARPU_R}, {dst, STARPU_W}};
+    struct starpu_data_descr bufs[3] = {{src, STARPU_R}, {dst, STARPU_W}, {after, STARPU_R}};
     if (from == NNT_NF4 || to == NNT_NF4) {
         struct nf4_args c = {to == NNT_NF4, (to == NNT_NF4 ? from : to) == NNT_BF16, n};
-        return nnt_submit(ctx, &nf4_cl, 2, bufs, &c, sizeof c);
+        return nnt_submit(ctx, &nf4_cl, after ? 3 : 2, bufs, &c, sizeof c);
     }
     struct convert_args c = {to == NNT_BF16};
     return nnt_submit(ctx, &convert_cl, 2, bufs, &c, sizeof c);

@@ -146,6 +146,11 @@ int nnt_tensor_copy(nnt_tensor *src, nnt_tensor *dst)
 
 int nnt_tensor_convert(nnt_tensor *src, nnt_tensor *dst)
 {
+    return nnt_tensor_convert_after(src, dst, NULL);
+}
+
+int nnt_tensor_convert_after(nnt_tensor *src, nnt_tensor *dst, starpu_data_handle_t after)
+{
     const char *fn = "nnt_tensor_convert";
     int rc = nnt_check_arg(fn, "src", src, src ? src->dtype : NNT_FP32, 1);
     if (rc == 0 && !dst)
@@ -172,7 +177,8 @@ int nnt_tensor_convert(nnt_tensor *src, nnt_tensor *dst)
     for (int64_t i = 0; i < src->ntiles && rc == 0; i++) {
         nnt_tensor_tile_shape_at(src, i, shape);
         rc = nnt_insert_convert(src->ctx, src->dtype, dst->dtype, nnt_box_numel(src->ndim, shape),
-                                src->tiles[i].handle, dst->tiles[i].handle);
+                                src->tiles[i].handle, dst->tiles[i].handle,
+                                src->dtype == NNT_NF4 ? after : NULL);
     }
     if (rc == 0)
         nnt_tensor_mark_written(dst);
