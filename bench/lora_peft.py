@@ -4,14 +4,15 @@
 adapters, the base frozen) of nnt-train and of Hugging Face PEFT + transformers (eager
 attention; fp32, or bf16 autocast against nnt's --precision bf16) on the SmolLM2-135M or
 Qwen3-0.6B shape, side by side, and print a Markdown table with the CPU model, the load
-average around each run and the commands.
+average around each run and the commands. --quantize nf4: QLoRA on both sides (the frozen
+base's matrices in NF4, bitsandbytes' 4-bit NormalFloat, blocks of 64).
 
 Not a test and not run by CI: run by hand, preferably on a quiet machine; results go to
-bench/RESULTS-lora.md. Needs a Python with torch, transformers and peft, and a built
-nnt-train.
+bench/RESULTS-lora.md. Needs a Python with torch, transformers and peft (and bitsandbytes
+for --quantize nf4), and a built nnt-train.
 
     python bench/lora_peft.py --build-dir BUILD [--shape smollm2-135m|qwen3-0.6b]
-        [--precision fp32|bf16] [--threads 2] [--batch 4] [--seq 256]
+        [--precision fp32|bf16] [--quantize none|nf4] [--threads 2] [--batch 4] [--seq 256]
         [--rank 16] [--alpha 32] [--targets all-linear] [--steps 3] [--rounds 2]
 
 Both sides: random weights of the shape's sizes (SmolLM2-135M: vocab 49152, hidden 576,
@@ -25,14 +26,47 @@ nnt-train --precision bf16 (bf16 operands of the products, the frozen matrices k
 bf16 only) against torch.autocast("cpu", bfloat16) around the forward and the loss (the
 weights fp32, as PEFT's users run it).
 
+--quantize nf4: nnt-train --quantize nf4 (the frozen base's matrices kept in NF4, blocks of
+64, fp32 absmax; each product dequantizes the weight to bf16 under --precision bf16, to fp32
+otherwise) against the same kind of random model quantized by bitsandbytes as transformers
+does it. A helper process (not timed) builds the random model (fp32), save_pretrained's it,
+loads it with
+    AutoModelForCausalLM.from_pretrained(DIR, device_map="cpu", dtype=torch.float32,
+        quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=torch.float32 (fp32) or torch.bfloat16 (bf16)))
+(bitsandbytes' other defaults: blocks of 64, no double quantization, uint8 storage; the
+decoder layers' linear layers become bnb Linear4bit, lm_head and the tied embeddings stay
+fp32, transformers' default) and saves that as a 4-bit checkpoint; each timed PyTorch run
+loads the 4-bit checkpoint (from_pretrained, its quantization_config from its config.json,
+the same weights bit for bit), then the same LoraConfig and get_peft_model. Why not quantize
+while loading in the timed process: the fp32 tensors that from_pretrained leaves unquantized
+are zero-copy views of the mmap'd safetensors file, which keeps the whole fp32 checkpoint
+mapped and the pages read while quantizing in the RSS (some 300-400 MiB more on
+SmolLM2-135M, after the steps too). prepare_model_for_kbit_training is NOT called: the base stays as the
+non-quantized run has it (norms and embeddings fp32, no gradient checkpointing, no input
+grads forced), the LoRA adapters fp32; --precision bf16 still puts torch.autocast around the
+forward and the loss. bitsandbytes' CPU paths are left as they are, which is what a user
+gets: its Linear4bit on a CPU with AVX512-BF16, in eval mode and with an input that needs no
+grad, repacks the weight once and computes in bf16 (gemv_4bit, the fused kernel of the
+kernels package when installed, else bnb's own), but that path never runs here (train
+mode). In training, Linear4bit.forward casts the input to the compute dtype and calls
+matmul_4bit, which dequantizes the weight to the compute dtype (bnb's C dequantize_4bit,
+AVX-512 where present) and calls F.linear (gemm_4bit has no CPU kernel: its default one),
+directly where no grad is needed (layer 0's q/k/v projections, whose input comes from the
+frozen embeddings) and through MatMul4Bit elsewhere, whose backward dequantizes the weight
+again for the input's gradient (grad_output @ W). The summary gives, per PyTorch run, the
+VmRSS after the steps, anonymous and file-backed (the shared libraries, some 250-350 MiB
+with torch's, and the mmap'd 4-bit checkpoint's pages).
+
 The nnt side runs
     nnt-train --model SHAPE --lora-rank R --lora-alpha A --lora-targets LIST
-        [--precision bf16]
+        [--precision bf16] [--quantize nf4]
         --batch B --seq T --steps N+1 --sample 0 --no-save --cpus THREADS --lr 1e-4
         --warmup 0 --schedule constant --weight-decay 0 --grad-clip 0 --data RANDOM.bin
 and reads the ms column of OUT/train.csv (the first step dropped).
 """
 import argparse
+import contextlib
 import csv
 import os
 import platform
@@ -89,6 +123,8 @@ def run_nnt(a, data, out):
            "--data", data, "--out", out, "--overwrite"]
     if a.precision == "bf16":
         cmd += ["--precision", "bf16"]
+    if a.quantize != "none":
+        cmd += ["--quantize", a.quantize]
     p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit("nnt-train failed: " + p.stderr[-2000:])
@@ -105,17 +141,76 @@ def run_nnt(a, data, out):
     return ms[1:], rss_kb / 1024.0, own_peak, " ".join(cmd)
 
 
+def bnb_config_text(a):
+    return ('BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", '
+            f'bnb_4bit_compute_dtype=torch.{"bfloat16" if a.precision == "bf16" else "float32"})')
+
+
+def rss_now():
+    """VmRSS, RssAnon, RssFile of this process in MiB, from /proc/self/status."""
+    v = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key = line.split(":", 1)[0]
+                if key in ("VmRSS", "RssAnon", "RssFile"):
+                    v[key] = int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return (f"VmRSS {v.get('VmRSS', 0):.0f} MiB (anonymous {v.get('RssAnon', 0):.0f}, "
+            f"file-backed {v.get('RssFile', 0):.0f})")
+
+
+def random_model(a):
+    import torch
+    import transformers
+    cfg_name, cls_name, sizes = SHAPES[a.shape]
+    torch.manual_seed(0)
+    cfg = getattr(transformers, cfg_name)(**sizes, attn_implementation="eager")
+    return getattr(transformers, cls_name)(cfg).float()
+
+
+def save_worker(a):
+    """--save-model DIR: the random model of the shape (fp32) save_pretrained'd into DIR/fp32,
+    loaded from there quantized as transformers does it, that saved into DIR/nf4 (a
+    bitsandbytes 4-bit checkpoint, the quantization_config in its config.json), DIR/fp32
+    removed."""
+    import shutil
+    import torch
+    import transformers
+    torch.set_num_threads(a.threads)
+    fp32, nf4 = os.path.join(a.save_model, "fp32"), os.path.join(a.save_model, "nf4")
+    random_model(a).save_pretrained(fp32)
+    bnb = transformers.BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4",
+        bnb_4bit_compute_dtype=torch.bfloat16 if a.precision == "bf16" else torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        fp32, quantization_config=bnb, device_map="cpu", dtype=torch.float32)
+    model.save_pretrained(nf4)
+    shutil.rmtree(fp32)
+
+
 def torch_worker(a):
-    import contextlib
     import torch
     import torch.nn.functional as F
     import transformers
     from peft import LoraConfig, get_peft_model
-    cfg_name, cls_name, sizes = SHAPES[a.shape]
+    sizes = SHAPES[a.shape][2]
     torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    cfg = getattr(transformers, cfg_name)(**sizes, attn_implementation="eager")
-    model = getattr(transformers, cls_name)(cfg).float()
+    if a.quantize == "nf4":
+        # the quantization_config comes from the checkpoint's config.json (save_worker)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            os.path.join(a.model_dir, "nf4"), device_map="cpu", dtype=torch.float32,
+            attn_implementation="eager")
+        q = model.config.quantization_config
+        q = q if isinstance(q, dict) else q.to_dict()
+        want = "bfloat16" if a.precision == "bf16" else "float32"
+        if (not q.get("load_in_4bit") or q.get("bnb_4bit_quant_type") != "nf4"
+                or str(q.get("bnb_4bit_compute_dtype")).replace("torch.", "") != want):
+            sys.exit(f"unexpected quantization_config {q}")
+        torch.manual_seed(0)
+    else:
+        model = random_model(a)
     model = get_peft_model(model, LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=0.0,
                                              target_modules=a.targets if a.targets == "all-linear"
                                              else a.targets.split(","), task_type="CAUSAL_LM"))
@@ -137,20 +232,42 @@ def torch_worker(a):
         loss.item()
         times.append(1e3 * (time.perf_counter() - t))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    if a.quantize != "none":
+        import bitsandbytes
+        n4 = sum(isinstance(m, bitsandbytes.nn.Linear4bit) for m in model.modules())
+        print(f"{n4} bitsandbytes Linear4bit layers, {rss_now()} after the steps",
+              file=sys.stderr)
     print(" ".join(f"{x}" for x in times[1:]) + f" {rss}")
 
 
-def run_torch(a):
+def save_model(a, model_dir):
+    cmd = [sys.executable, __file__, "--save-model", model_dir, "--shape", a.shape,
+           "--precision", a.precision, "--threads", str(a.threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit("saving the random model failed: " + p.stderr[-2000:])
+    return " ".join(cmd)
+
+
+def run_torch(a, model_dir=None):
     cmd = [sys.executable, __file__, "--worker", "--shape", a.shape, "--precision",
            a.precision, "--threads", str(a.threads), "--batch", str(a.batch), "--seq",
            str(a.seq), "--rank", str(a.rank), "--alpha", str(a.alpha), "--targets", a.targets,
            "--steps", str(a.steps)]
+    if a.quantize != "none":
+        cmd += ["--quantize", a.quantize, "--model-dir", model_dir]
     p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit("PyTorch worker failed: " + p.stderr[-2000:])
     rss_kb = int(p.stderr.strip().splitlines()[-1])
     vals = [float(x) for x in p.stdout.split()]
-    return vals[:-1], rss_kb / 1024.0, vals[-1], " ".join(cmd)
+    note = ""
+    if a.quantize != "none":
+        for line in p.stderr.splitlines():
+            if "Linear4bit layers" in line:
+                note = line.strip()
+                print("  torch: " + note, flush=True)
+    return vals[:-1], rss_kb / 1024.0, vals[-1], " ".join(cmd), note
 
 
 def main():
@@ -158,6 +275,7 @@ def main():
     ap.add_argument("--build-dir", default=".")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="smollm2-135m")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--quantize", choices=["none", "nf4"], default="none")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
@@ -167,7 +285,11 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--save-model", help=argparse.SUPPRESS)   # helper: DIR
+    ap.add_argument("--model-dir", help=argparse.SUPPRESS)    # worker, --quantize nf4: DIR
     a = ap.parse_args()
+    if a.save_model:
+        return save_worker(a)
     if a.worker:
         return torch_worker(a)
     sides = {"nnt": [], "torch": []}   # per run: (step ms list, RSS MiB, own peak, loads)
@@ -180,6 +302,11 @@ def main():
         token_file(data, n, vocab)
         os.environ.setdefault("STARPU_HOME", os.path.join(tmp, "starpu"))
         cmds = {}
+        notes = []
+        model_dir = None
+        if a.quantize != "none":
+            model_dir = os.path.join(tmp, "model")
+            cmds["save"] = save_model(a, model_dir)
         for r in range(a.rounds):
             l0 = load()
             ms, rss, own, cmds["nnt"] = run_nnt(a, data, os.path.join(tmp, f"out{r}"))
@@ -187,12 +314,26 @@ def main():
             print(f"round {r + 1} nnt: {[round(x) for x in ms]} ms, RSS {rss:.0f} MiB, "
                   f"load {l0} -> {load()}", flush=True)
             l0 = load()
-            ms, rss, own, cmds["torch"] = run_torch(a)
+            ms, rss, own, cmds["torch"], note = run_torch(a, model_dir)
+            notes.append(note)
             sides["torch"].append((ms, rss, own, (l0, load())))
             print(f"round {r + 1} torch: {[round(x) for x in ms]} ms, RSS {rss:.0f} MiB, "
                   f"load {l0} -> {load()}", flush=True)
     label = "bf16 autocast" if a.precision == "bf16" else "fp32"
-    print(f"\nCPU: {cpu_model()}, {a.threads} threads; {a.shape} shape, {a.precision}, "
+    nnt_label = "--precision bf16" if a.precision == "bf16" else "fp32"
+    quant = ""
+    if a.quantize != "none":
+        import importlib.metadata as md
+        try:
+            bnb_version = md.version("bitsandbytes")
+        except md.PackageNotFoundError:
+            bnb_version = "?"
+        label = f"bitsandbytes {bnb_version} nf4, {label}"
+        nnt_label += f" --quantize {a.quantize}"
+        quant = (f" QLoRA: nnt --quantize {a.quantize} against transformers' "
+                 f"{bnb_config_text(a)} (bitsandbytes {bnb_version}; lm_head and embeddings "
+                 f"unquantized, no prepare_model_for_kbit_training);")
+    print(f"\nCPU: {cpu_model()}, {a.threads} threads; {a.shape} shape, {a.precision},{quant} "
           f"B {a.batch}, T {a.seq}, LoRA r {a.rank} alpha {a.alpha:g} on {a.targets}; one "
           f"warm-up step and {a.steps} timed steps a run, {a.rounds} rounds nnt, PyTorch, "
           f"nnt, ... (medians of the runs' means)\n")
@@ -200,7 +341,7 @@ def main():
           "load before -> after |")
     print("|------|-----------|------------|--------------|-----------|")
     med = {}
-    for key, name in (("nnt", f"nnt-train ({'--precision bf16' if a.precision == 'bf16' else 'fp32'})"),
+    for key, name in (("nnt", f"nnt-train ({nnt_label})"),
                       ("torch", f"PEFT + transformers ({label} eager)")):
         means = [statistics.mean(r[0]) for r in sides[key]]
         med[key] = statistics.median(means)
@@ -210,9 +351,13 @@ def main():
               f"{max(r[1] for r in sides[key]):.0f} | {runs} |")
     print(f"\nnnt / PyTorch speed: {med['torch'] / med['nnt']:.2f}x; nnt's own RAM peak "
           f"{max(r[2] for r in sides['nnt']):.0f} MiB, PyTorch's getrusage "
-          f"{max(r[2] for r in sides['torch']):.0f} MiB")
+          f"{max(r[2] for r in sides['torch']):.0f} MiB"
+          + (f"; PyTorch runs: {'; '.join(notes)}" if a.quantize != "none" else ""))
     for key in ("nnt", "torch"):
         print(f"\n    {cmds[key]}")
+    if a.quantize != "none":
+        print(f"\n    (the PyTorch side loads the 4-bit checkpoint of the random model, quantized"
+              f" with {bnb_config_text(a)}, that this saved:)\n    {cmds['save']}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,7 +6,8 @@
  * another), and loads it: a tokenizer.json (then encodes and decodes a text, and decodes
  * out-of-range ids), a config.json beside an intact model.safetensors, or a
  * model.safetensors whose header region is mutated (Llama's, gpt-oss's with stacked
- * experts, or its MXFP4 blocks and scales), or prompt/answer data: a record of
+ * experts, or its MXFP4 blocks and scales, bitsandbytes' 4-bit Llama with and without
+ * double quantization), or prompt/answer data: a record of
  * tests/fixtures/sft/records.jsonl, chat_prompts.jsonl, gemma3_parts_records.jsonl (lists
  * of text parts), r1_records.jsonl (system messages, reasoning), chat_pc.jsonl
  * (conversational prompt/completion), qwen3_nothink_pc.jsonl (chat_template_kwargs) or
@@ -245,9 +246,11 @@ int main(int argc, char **argv)
     snprintf(model_dir, sizeof model_dir, "%s/model", work);
     snprintf(cfg, sizeof cfg, "%s/config.json", model_dir);
     snprintf(st, sizeof st, "%s/model.safetensors", model_dir);
-    /* the model directories: Llama's, gpt-oss's (stacked experts) and its MXFP4 one */
-    static const char *const MODEL_DIRS[3] = {"llama_tiny/gqa", "gptoss_tiny/gptoss",
-                                              "gptoss_tiny/gptoss-mxfp4"};
+    /* the model directories: Llama's, gpt-oss's (stacked experts) and its MXFP4 one,
+     * bitsandbytes' 4-bit Llama (fp32 absmax, and double quantization) */
+    static const char *const MODEL_DIRS[5] = {"llama_tiny/gqa", "gptoss_tiny/gptoss",
+                                              "gptoss_tiny/gptoss-mxfp4", "nf4/llama_bnb",
+                                              "nf4/llama_bnb_dq"};
     mkdir(model_dir, 0755);
 
     nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
@@ -317,7 +320,7 @@ int main(int argc, char **argv)
             mutated_copy(fix, tok_path, 0);
             ok = try_tokenizer(tok_path);
         } else if (what == 1 || what == 2) {
-            const char *dir = MODEL_DIRS[next() % 3];
+            const char *dir = MODEL_DIRS[next() % 5];
             snprintf(fix_cfg, sizeof fix_cfg, "%s/tests/fixtures/%s/config.json", src, dir);
             snprintf(fix_st, sizeof fix_st, "%s/tests/fixtures/%s/model.safetensors", src, dir);
             if (what == 1)

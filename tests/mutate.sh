@@ -349,7 +349,9 @@ harmony_analysis_kept|lib/data/sft.c|s@if (analysis \&\& !final_after(msgs, i)) 
 harmony_call_kept|lib/data/sft.c|s@    s->call = NULL;   /\*@    (void)0;   /*@|gpt-oss tools: a tool response after an answer takes the call before it (the template refuses it)
 nf4_tie_upper|cpu/nf4.c|s@        q += x > mid;@        q += x >= mid;@|NF4: a value on a midpoint quantized to the upper code (bitsandbytes takes the lower)
 nf4_divide|cpu/nf4.c|s@float s0 = x\[i\] \* inv, s1 = x\[i + 1\] \* inv;@float s0 = x[i] / absmax, s1 = x[i + 1] / absmax;@|NF4: values divided by the absmax (bitsandbytes multiplies by its reciprocal, clamped)
-nf4_dequant_high_half_lost|cpu/nf4.c|s@                out\[2 \* i\] = v\[c\[i\] >> 4\];@                out[2 * i] = v[c[i] \& 15];@|NF4 dequantized to floats: the first value of a byte read from its low half
+nf4_dequant_high_half_lost|cpu/nf4.c|s@        o\[2 \* i\] = v\[c\[i\] >> 4\];@        o[2 * i] = v[c[i] \& 15];@|NF4 dequantized to floats (portable kernel): the first value of a byte read from its low half
+nf4_avx512_halves_swapped|cpu/nf4.c|s@_mm512_set_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);@_mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);@|NF4 dequantized (AVX-512): the two values of a byte in the wrong order
+nf4_avx2_upper_table_lost|cpu/nf4.c|s@_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7))@_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(15))@|NF4 dequantized (AVX2): codes 8 to 15 read from the table of codes 0 to 7
 nf4_gemm_bf16_always|lib/ops/gemm.c|s@nnt_dtype dt = c->ctx->precision == NNT_PRECISION_BF16 ? NNT_BF16 : NNT_FP32;@nnt_dtype dt = NNT_BF16;@|NF4 products: B dequantized to bf16 for float products too
 nf4_head_quantized|lib/models/transformer.c|s@        head->params\[i\].output_head = 1;@        head->params[i].output_head = 0;@|NF4: the untied lm_head quantized (bitsandbytes leaves it)
 nf4_freeze_mode_ignored|lib/layers/layer.c|s@p->nf4 = (mode == NNT_FREEZE_NF4 \&\& !p->output_head) .. p->value->dtype == NNT_NF4;@p->nf4 = p->value->dtype == NNT_NF4;@|NNT_FREEZE_NF4 frozen as NNT_FREEZE

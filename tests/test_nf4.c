@@ -51,6 +51,22 @@ static void same_bytes(const void *got, const void *want, size_t n, const char *
                       g[i], w[i]);
 }
 
+/* host values src of dtype (rows, cols) in tiles of tile, quantized by nnt_tensor_convert:
+ * the bytes want (bitsandbytes' codes then absmax) */
+static void quantized_as(nnt_dtype dtype, const void *src, int64_t rows, int64_t cols,
+                         const int64_t *tile, const unsigned char *want, const char *what)
+{
+    const int64_t n = rows * cols;
+    unsigned char *got = malloc(nf4_bytes(n));
+    nnt_tensor *x = make(dtype, rows, cols, tile), *q = make(NNT_NF4, rows, cols, tile);
+    EXPECT_OK(nnt_tensor_copy_from_host(x, src, (size_t)n * (dtype == NNT_BF16 ? 2 : 4)));
+    EXPECT_OK(nnt_tensor_convert(x, q));
+    EXPECT_OK(nnt_tensor_copy_to_host(q, got, nf4_bytes(n)));
+    same_bytes(got, want, nf4_bytes(n), what);
+    nnt_tensor_destroy(x), nnt_tensor_destroy(q);
+    free(got);
+}
+
 /* _i = case * NQTILES + tiling: quantized from fp32 (and from bf16 for bf16vals) as
  * bitsandbytes quantizes, dequantized to fp32 and bf16 as it dequantizes, bitsandbytes'
  * bytes read in through nnt_tensor_copy_from_host */
@@ -71,21 +87,12 @@ START_TEST(test_quantize)
     memcpy(want, codes, (size_t)n / 2);
     memcpy(want + n / 2, absmax, (size_t)n / 64 * 4);
 
-    nnt_tensor *x = make(NNT_FP32, rows, cols, tile), *q = make(NNT_NF4, rows, cols, tile);
-    EXPECT_OK(nnt_tensor_copy_from_host(x, src, (size_t)n * sizeof *src));
-    EXPECT_OK(nnt_tensor_convert(x, q));
-    EXPECT_OK(nnt_tensor_copy_to_host(q, got, nf4_bytes(n)));
     snprintf(what, sizeof what, "%s tiling %d, from fp32", QCASES[c].name, ti);
-    same_bytes(got, want, nf4_bytes(n), what);
+    quantized_as(NNT_FP32, src, rows, cols, tile, want, what);
     if (strcmp(QCASES[c].name, "bf16vals") == 0) {   /* the same values held in bf16 */
         uint16_t *src16 = fixture_read(r, "src16.bf16vals", NNT_IO_BF16, NULL);
-        nnt_tensor *x16 = make(NNT_BF16, rows, cols, tile), *q16 = make(NNT_NF4, rows, cols, tile);
-        EXPECT_OK(nnt_tensor_copy_from_host(x16, src16, (size_t)n * sizeof *src16));
-        EXPECT_OK(nnt_tensor_convert(x16, q16));
-        EXPECT_OK(nnt_tensor_copy_to_host(q16, got, nf4_bytes(n)));
         snprintf(what, sizeof what, "%s tiling %d, from bf16", QCASES[c].name, ti);
-        same_bytes(got, want, nf4_bytes(n), what);
-        nnt_tensor_destroy(x16), nnt_tensor_destroy(q16);
+        quantized_as(NNT_BF16, src16, rows, cols, tile, want, what);
         free(src16);
     }
 
@@ -111,8 +118,7 @@ START_TEST(test_quantize)
     snprintf(what, sizeof what, "%s tiling %d, host form", QCASES[c].name, ti);
     same_bytes(got, want, nf4_bytes(n), what);
 
-    nnt_tensor_destroy(x), nnt_tensor_destroy(q), nnt_tensor_destroy(p);
-    nnt_tensor_destroy(d32), nnt_tensor_destroy(d16);
+    nnt_tensor_destroy(p), nnt_tensor_destroy(d32), nnt_tensor_destroy(d16);
     free(src), free(codes), free(absmax), free(want), free(got);
     free(deq32), free(g32), free(deq16), free(g16);
     nnt_st_close(r);

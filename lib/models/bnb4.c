@@ -17,6 +17,7 @@
  * Read as floats, exactly as bitsandbytes dequantizes: table value times absmax. */
 #include "bnb4.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,14 +80,16 @@ static int read_state(nnt_ctx *ctx, const char *fn, const char *path, const nnt_
         return rc;
     q->nd = (int)nd;
     q->numel = 1;
-    for (int d = 0; d < q->nd; d++)
-        q->numel *= q->shape[d] = shape[d];
+    for (int d = 0; d < q->nd; d++) {
+        q->shape[d] = shape[d];
+        q->numel = shape[d] > 0 && q->numel <= INT64_MAX / shape[d] ? q->numel * shape[d] : 0;
+    }
     q->offset = (float)offset;   /* bitsandbytes keeps it as a float32 */
     if (q->blocksize != NNT_NF4_BLOCK)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: %s: blocksize %lld (bitsandbytes' "
                         "default %d only)", fn, path, state->name, (long long)q->blocksize,
                         NNT_NF4_BLOCK);
-    if (nd < 1 || q->numel % NNT_NF4_BLOCK != 0 ||
+    if (nd < 1 || q->numel <= 0 || q->numel % NNT_NF4_BLOCK != 0 ||
         (q->nested && (q->nested_blocksize < 1 || q->nested_blocksize > (1 << 20))))
         return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: %s: shape of %lld values, not whole blocks "
                         "of %d, or nested_blocksize %lld", fn, path, state->name,
