@@ -427,8 +427,9 @@ START_TEST(test_bnb_checkpoint)
 }
 END_TEST
 
-/* A copy of llama_bnb in dir with entry `drop` left out and entry `zero` zeroed (NULL: none) */
-static void write_broken(const char *dir, const char *drop, const char *zero)
+/* A copy of llama_bnb in dir with entry `drop` left out, entry `zero` zeroed and entry `bf16`
+ * (U8) stored as BF16 of its bytes (NULL: none) */
+static void write_broken(const char *dir, const char *drop, const char *zero, const char *bf16)
 {
     char err[NNT_IO_ERRLEN], path[4300];
     test_make_tmpdir("bnb");
@@ -446,8 +447,11 @@ static void write_broken(const char *dir, const char *drop, const char *zero)
         bufs[i] = fixture_read(r, e->name, e->dtype, NULL);
         if (zero && strcmp(e->name, zero) == 0)
             memset(bufs[i], 0, (size_t)e->nbytes);
-        ck_assert_int_eq(nnt_st_writer_add(w, e->name, e->dtype, e->ndim, e->shape, bufs[i],
-                                           err, sizeof err), 0);
+        int64_t half[2] = {e->shape[0] / 2, 1};
+        int packed = bf16 && strcmp(e->name, bf16) == 0;   /* bnb_4bit_quant_storage bf16 */
+        ck_assert_int_eq(nnt_st_writer_add(w, e->name, packed ? NNT_IO_BF16 : e->dtype, e->ndim,
+                                           packed ? half : e->shape, bufs[i], err, sizeof err),
+                         0);
     }
     ck_assert_int_eq(nnt_st_writer_finish(w, err, sizeof err), 0);
     for (size_t i = 0; i < nnt_st_count(r); i++)
@@ -465,25 +469,29 @@ static void write_broken(const char *dir, const char *drop, const char *zero)
     fclose(in), fclose(out);
 }
 
-/* A 4-bit weight without its absmax, or whose code table is not NF4's: refused naming it */
+/* A 4-bit weight without its absmax, without its quant state, whose code table is not
+ * NF4's, or packed in bf16: refused naming it */
 START_TEST(test_bnb_refusals)
 {
     const char *w = "model.layers.0.self_attn.q_proj.weight";
     char name[32];
     static const struct {
-        const char *drop, *zero, *says;
+        const char *drop, *zero, *bf16, *says;
         int rc;
-    } cases[] = {{".absmax", NULL, "absmax", NNT_E_FORMAT},
-                 {NULL, ".quant_map", "NF4's table", NNT_E_UNSUPPORTED},
-                 {".quant_state.bitsandbytes__nf4", NULL, "is U8", NNT_E_UNSUPPORTED}};
+    } cases[] = {{".absmax", NULL, NULL, "absmax", NNT_E_FORMAT},
+                 {NULL, ".quant_map", NULL, "NF4's table", NNT_E_UNSUPPORTED},
+                 {".quant_state.bitsandbytes__nf4", NULL, NULL, "is U8", NNT_E_UNSUPPORTED},
+                 {NULL, NULL, "", "packed in BF16", NNT_E_UNSUPPORTED}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        char drop[256] = "", zero[256] = "";
+        char drop[256] = "", zero[256] = "", bf16[256] = "";
         if (cases[c].drop)
             snprintf(drop, sizeof drop, "%s%s", w, cases[c].drop);
         if (cases[c].zero)
             snprintf(zero, sizeof zero, "%s%s", w, cases[c].zero);
+        if (cases[c].bf16)
+            snprintf(bf16, sizeof bf16, "%s%s", w, cases[c].bf16);
         snprintf(name, sizeof name, "broken%zu", c);
-        write_broken(name, *drop ? drop : NULL, *zero ? zero : NULL);
+        write_broken(name, *drop ? drop : NULL, *zero ? zero : NULL, *bf16 ? bf16 : NULL);
         nnt_layer *l = NULL;
         EXPECT_FAIL_MSG(nnt_model_load_hf(ctx, test_tmp_path(name), B, T, NULL, &l),
                         cases[c].rc, "nnt_model_load_hf");

@@ -122,8 +122,12 @@ int nnt_bnb4_find(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w, const n
     if (!state && companion(w, e->name, BNB4_STATE_FP4, &rs))
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: %s is a bitsandbytes FP4 weight (NF4 "
                         "only)", fn, path, e->name);
-    if (e->dtype != NNT_IO_U8 || !state)
+    if (!state)
         return 0;   /* a plain tensor */
+    if (e->dtype != NNT_IO_U8)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: %s is a bitsandbytes 4-bit weight "
+                        "packed in %s (bnb_4bit_quant_storage uint8 only)", fn, path, e->name,
+                        nnt_io_dtype_name(e->dtype));
     q->codes = e;
     nnt_hf_weights_find(w, e->name, &q->r_codes, NULL);
     q->absmax = companion(w, e->name, ".absmax", &q->r_absmax);

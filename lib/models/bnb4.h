@@ -28,7 +28,7 @@ typedef struct nnt_bnb4 {
 /* 1 when entry e (in the file at path) of the checkpoint w is a bitsandbytes 4-bit weight,
  * with q filled and its companions checked (NF4's table, blocksize 64, their sizes); 0 for
  * any other tensor; a negative NNT_E_* naming fn and path for a malformed one, or one of a
- * kind nnt does not read (FP4, another blocksize). */
+ * kind nnt does not read (FP4, another blocksize, codes packed in another dtype). */
 int nnt_bnb4_find(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w, const nnt_st_entry *e,
                   const char *path, nnt_bnb4 *q);
 /* Values [offset, offset + count) of the weight (whole blocks), dequantized into dst as
