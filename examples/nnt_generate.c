@@ -33,6 +33,7 @@ typedef struct opts {
     double temperature, top_p;
     int tokenizer;                          /* TOK_*, -1: not given          */
     int precision;                          /* nnt_precision                 */
+    int quantize;                           /* --quantize none|nf4 (index)   */
     int print_ids, no_cache, continuation_only;
     char *prompt_buf;                       /* --prompt-file's text (owned) */
     size_t prompt_len;                      /* bytes of the prompt's text   */
@@ -41,6 +42,7 @@ typedef struct opts {
 enum { TOK_BYTES, TOK_BPE, TOK_JSON };
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
+static const char *const quantizes[] = {"none", "nf4", NULL};
 static const char *const chat_templates[] = {"auto", "chatml", "llama3", "qwen2.5", "qwen3",
                                              "llama3.1", "llama3.2", "gemma", "gemma2",
                                              "gemma3", "phi3", "phi3.5", "qwen3-2507",
@@ -111,6 +113,8 @@ static const cli_option table[] = {
     OPT_INT("cpus", cpus, -1, 4096, "-1", 0, "N", "CPU workers (default -1: all)"),
     OPT_CHOICE("precision", precision, precisions, "fp32", 0, "P",
                "fp32|tf32|bf16 operands of the matrix products (default fp32)"),
+    OPT_CHOICE("quantize", quantize, quantizes, "none", 0, "Q", "none|nf4: --load-hf's matrices "
+               "read into NF4, 4.5 bits a\nweight (bitsandbytes' nf4; default none)"),
 };
 
 static const cli_program program = {
@@ -172,6 +176,9 @@ static int parse_args(int argc, char **argv, opts *o)
         return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");
     if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file + !!o->messages != 1)
         return usage("%s", "give one of --prompt, --prompt-file, --prompt-ids and --messages");
+    if (o->quantize && !o->load_hf)
+        return usage("%s", "--quantize nf4 reads a Hugging Face directory's matrices into NF4: "
+                     "give --load-hf DIR");
     if (o->messages && o->system)
         return usage("%s", "--messages: the system message goes in the file's messages, not "
                      "--system");
@@ -420,9 +427,13 @@ static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
         return 1;
     }
     int rc = nnt_model_source_config(ctx, source, &cfg);
-    if (rc == 0)
-        rc = nnt_model_open(ctx, source, NULL, 1, o->checkpoint || T > cfg.max_seq
-                            ? cfg.max_seq : T, NULL, 0, model);
+    int64_t seq = o->checkpoint || T > cfg.max_seq ? cfg.max_seq : T;
+    if (rc == 0 && o->quantize)   /* built empty, its matrices frozen in NF4, then read */
+        rc = nnt_model_create_empty(ctx, &cfg, 1, seq, NULL, model);
+    if (rc == 0 && o->quantize && (rc = nnt_layer_freeze(*model, "*", NNT_FREEZE_NF4, NULL)) == 0)
+        rc = nnt_model_read_hf(*model, source);
+    else if (rc == 0 && !o->quantize)
+        rc = nnt_model_open(ctx, source, NULL, 1, seq, NULL, 0, model);
     if (rc)
         return lib_error(option, rc);
     if (o->adapter && (rc = nnt_model_load_peft(*model, o->adapter)))

@@ -142,6 +142,22 @@ expect eos_checkpoint "$first" --checkpoint "$tmp/chatc" --prompt-ids "$cids" \
     --max-new-tokens 6 --temperature 0 --print-ids --cpus 2
 rm "$tmp/chat/generation_config.json"
 # GPT-2: 40 greedy tokens equal transformers' (tests/fixtures/gpt2_gen, gen_gpt2_generate.py)
+# NF4 (tests/fixtures/nf4/greedy.txt, tests/gen_nf4_fixtures.py): transformers' greedy ids
+# of the tiny Llama as bitsandbytes' 4-bit model, from --quantize nf4 on its fp32 directory
+# and from bitsandbytes' checkpoint (read as floats, and into NF4 without the cache); the
+# fp32 base's without --quantize
+nf4="$top_srcdir/tests/fixtures/nf4"
+nf4_prompt=$(sed -n 's/^prompt //p' "$nf4/greedy.txt")
+nf4_want=$(sed -n 's/^nf4 //p' "$nf4/greedy.txt")
+fp32_want=$(sed -n 's/^fp32 //p' "$nf4/greedy.txt")
+nf4_args="--prompt-ids $nf4_prompt --max-new-tokens 24 --temperature 0 --print-ids --cpus 2"
+expect nf4_quantize "$nf4_want" --load-hf "$nf4/llama" --quantize nf4 $nf4_args
+expect nf4_bnb "$nf4_want" --load-hf "$nf4/llama_bnb" $nf4_args
+expect nf4_bnb_quantize "$nf4_want" --load-hf "$nf4/llama_bnb" --quantize nf4 --no-cache \
+    $nf4_args
+expect nf4_fp32 "$fp32_want" --load-hf "$nf4/llama" $nf4_args
+[ "$nf4_want" != "$fp32_want" ] || fail "nf4: the fixture's NF4 and fp32 ids do not differ"
+
 gen="$top_srcdir/tests/fixtures/gpt2_gen"
 gprompt=$(sed -n 1p "$gen/greedy.txt") gwant=$(sed -n 2p "$gen/greedy.txt")
 expect gpt2_greedy "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" --max-new-tokens 40 \

@@ -168,6 +168,11 @@ qlora.reference.safetensors  (B 2, T 16)
       base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight (r, in) and
       .lora_B.weight (out, r), fp32; B is zero in init/
 
+greedy.txt   "prompt" the first 5 ids of tokens[0] (comma-separated), "nf4" the 24 ids
+  generate(do_sample=False) continues them with (llama/ loaded as NF4, fp32 compute, bnb's
+  bf16 fast path off), "fp32" those of the fp32 base (space-separated): for nnt-generate
+  (tests/check_generate.sh)
+
 SHA256SUMS   sha256sum format, every other file
 
 Checks the script makes (it stops if one fails; it prints the numbers):
@@ -572,6 +577,17 @@ def models(out):
 
     nf4 = load_nf4(base_dir)
     ref["nf4_logits"] = logits_of(nf4, tokens)
+    # greedy decoding of the 4-bit model (fp32 compute, bnb's bf16 fast path off), and of the
+    # fp32 base, 24 new tokens after the first 5 of tokens[0], for nnt-generate
+    prompt = tokens[:1, :5].long()
+    with torch.no_grad():
+        g4 = nf4.generate(prompt, max_new_tokens=24, do_sample=False, pad_token_id=0)
+        g32 = base.generate(prompt, max_new_tokens=24, do_sample=False, pad_token_id=0)
+    with open(os.path.join(out, "greedy.txt"), "w") as fh:
+        fh.write("prompt " + ",".join(str(int(x)) for x in prompt[0]) + "\n")
+        fh.write("nf4 " + " ".join(str(int(x)) for x in g4[0, 5:]) + "\n")
+        fh.write("fp32 " + " ".join(str(int(x)) for x in g32[0, 5:]) + "\n")
+    print("greedy: nf4", g4[0, 5:].tolist(), "fp32", g32[0, 5:].tolist())
     for name, (packed, st) in linear4bit_weights(nf4).items():   # quantized from fp32
         w = base.state_dict()[name]
         pc, pa = ref_quant(w)
