@@ -29,20 +29,24 @@ const float *nnt_cpu_nf4_table(void)
     return nf4_table;
 }
 
-/* The index of x (already scaled into [-1, 1]): how many of the 15 midpoints, each the
- * float sum of two neighbours halved, lie strictly below it. */
-static unsigned nf4_index(float x)
+/* The 15 midpoints between neighbouring table values: their float sum halved. */
+static void nf4_midpoints(float *mid)
+{
+    for (int i = 0; i < 15; i++)
+        mid[i] = (nf4_table[i] + nf4_table[i + 1]) * 0.5f;
+}
+
+/* The index of x (already scaled into [-1, 1]): how many midpoints lie strictly below it. */
+static unsigned nf4_index(const float *mid, float x)
 {
     unsigned q = 0;
-    for (int i = 0; i < 15; i++) {
-        float mid = (nf4_table[i] + nf4_table[i + 1]) * 0.5f;
-        q += x > mid;
-    }
+    for (int i = 0; i < 15; i++)
+        q += x > mid[i];
     return q;
 }
 
 /* One block of NNT_NF4_BLOCK values: its absmax, and its indices packed into 32 bytes. */
-static float quantize_block(const float *x, uint8_t *codes)
+static float quantize_block(const float *mid, const float *x, uint8_t *codes)
 {
     float absmax = 0.0f;
     for (int i = 0; i < NNT_NF4_BLOCK; i++) {
@@ -55,21 +59,22 @@ static float quantize_block(const float *x, uint8_t *codes)
         float s0 = x[i] * inv, s1 = x[i + 1] * inv;
         s0 = s0 < -1.0f ? -1.0f : s0 > 1.0f ? 1.0f : s0;
         s1 = s1 < -1.0f ? -1.0f : s1 > 1.0f ? 1.0f : s1;
-        codes[i / 2] = (uint8_t)(nf4_index(s0) << 4 | nf4_index(s1));
+        codes[i / 2] = (uint8_t)(nf4_index(mid, s0) << 4 | nf4_index(mid, s1));
     }
     return absmax;
 }
 
 void nnt_cpu_nf4_quantize(int64_t n, const void *x, int x_bf16, uint8_t *codes, float *absmax)
 {
-    float block[NNT_NF4_BLOCK];
+    float block[NNT_NF4_BLOCK], mid[15];
+    nf4_midpoints(mid);
     for (int64_t b = 0; b < n / NNT_NF4_BLOCK; b++) {
         const float *src = block;
         if (x_bf16)
             nnt_cpu_bf16_to_f32(NNT_NF4_BLOCK, (const uint16_t *)x + b * NNT_NF4_BLOCK, block);
         else
             src = (const float *)x + b * NNT_NF4_BLOCK;
-        absmax[b] = quantize_block(src, codes + b * (NNT_NF4_BLOCK / 2));
+        absmax[b] = quantize_block(mid, src, codes + b * (NNT_NF4_BLOCK / 2));
     }
 }
 

@@ -819,19 +819,13 @@ int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
     return NNT_OK;
 }
 
-/* A float tensor of t's layout beside it (its tiles where t's are) for t's values in float. */
-static int float_beside(nnt_tensor *t, nnt_tensor **f)
-{
-    return nnt_tensor_create_beside(t->ctx, NNT_FP32, t->ndim, t->shape, t->tile, t,
-                                    held_like(t), f);
-}
-
 /* An NNT_NF4 tensor's values through floats: dequantized into a float tensor beside it
  * (to_host) or quantized from one (from_host). */
 static int nf4_host_f32(nnt_tensor *t, float *buf, int64_t n, int to_host)
 {
-    nnt_tensor *f = NULL;   // t's shape and tiling, floats
-    NNT_TRY(float_beside(t, &f));
+    nnt_tensor *f = NULL;   // t's layout, its tiles where t's are, floats
+    NNT_TRY(nnt_tensor_create_beside(t->ctx, NNT_FP32, t->ndim, t->shape, t->tile, t,
+                                     held_like(t), &f));
     int rc = to_host ? nnt_tensor_convert(t, f)
                      : nnt_tensor_copy_from_host(f, buf, (size_t)n * sizeof *buf);
     if (rc == 0)

@@ -347,7 +347,7 @@ harmony_required_ignored|lib/data/harmony.c|s@    if (!listed(required, name))@ 
 harmony_enum_default_json|lib/data/harmony.c|s@        NNT_TRY(put(b, dflt->s, dflt->len));@        NNT_TRY(hft_jv_tojson(b, dflt, -1));@|gpt-oss tools: the default of an enum quoted as JSON (the template writes it as it is)
 harmony_analysis_kept|lib/data/sft.c|s@if (analysis \&\& !final_after(msgs, i)) {@if (analysis) {@|gpt-oss tools: the analysis of a call kept when a final answer follows (the template drops it)
 harmony_call_kept|lib/data/sft.c|s@    s->call = NULL;   /\*@    (void)0;   /*@|gpt-oss tools: a tool response after an answer takes the call before it (the template refuses it)
-nf4_tie_upper|cpu/nf4.c|s@        q += x > mid;@        q += x >= mid;@|NF4: a value on a midpoint quantized to the upper code (bitsandbytes takes the lower)
+nf4_tie_upper|cpu/nf4.c|s@        q += x > mid\[i\];@        q += x >= mid[i];@|NF4: a value on a midpoint quantized to the upper code (bitsandbytes takes the lower)
 nf4_divide|cpu/nf4.c|s@float s0 = x\[i\] \* inv, s1 = x\[i + 1\] \* inv;@float s0 = x[i] / absmax, s1 = x[i + 1] / absmax;@|NF4: values divided by the absmax (bitsandbytes multiplies by its reciprocal, clamped)
 nf4_dequant_high_half_lost|cpu/nf4.c|s@        o\[2 \* i\] = v\[c\[i\] >> 4\];@        o[2 * i] = v[c[i] \& 15];@|NF4 dequantized to floats (portable kernel): the first value of a byte read from its low half
 nf4_avx512_halves_swapped|cpu/nf4.c|s@_mm512_set_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);@_mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);@|NF4 dequantized (AVX-512): the two values of a byte in the wrong order

@@ -280,6 +280,25 @@ static int count_nf4(nnt_layer *l)
     return nf4;
 }
 
+/* A tiling whose o_proj tiles hold 2 heads of 16 (runs of 32 values) refused by name before
+ * anything changes, frozen before keeping fp32 values or not */
+START_TEST(test_qlora_tiling_refused)
+{
+    nnt_tiling t = QLORA_TILINGS[0].t;
+    t.heads = 2;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL), B, T, &t, &l));
+    if (_i)
+        EXPECT_OK(nnt_layer_freeze(l, "*", NNT_FREEZE_KEEP_FP32, NULL));
+    EXPECT_FAIL_MSG(nnt_layer_freeze(l, "*", NNT_FREEZE_NF4, NULL), NNT_E_SHAPE,
+                    "nnt_layer_freeze");
+    ck_assert_msg(strstr(nnt_ctx_last_error(NULL), "o_proj.weight") != NULL, "%s",
+                  nnt_ctx_last_error(NULL));
+    ck_assert_int_eq(count_nf4(l), 0);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 /* _i = tiling: the logits of the NF4 base against transformers' 4-bit model's
  * (BitsAndBytesConfig nf4, compute in fp32) */
 START_TEST(test_qlora_logits)
@@ -585,6 +604,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_quantize, 0, NQCASES * NQTILES);
     tcase_add_loop_test(tc, test_gemm, 0, 2);
     tcase_add_test(tc, test_refusals);
+    tcase_add_loop_test(tc, test_qlora_tiling_refused, 0, 2);
     tcase_add_loop_test(tc, test_qlora_logits, 0, 3);
     tcase_add_loop_test(tc, test_qlora_train, 0, 3);
     tcase_add_loop_test(tc, test_bnb_checkpoint, 0, 2);

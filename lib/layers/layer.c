@@ -825,7 +825,9 @@ int nnt_layer_nf4_fits(const nnt_layer *l, const nnt_layer_param_rec *p, const c
 {
     const nnt_tensor *v = p->value;
     int64_t run = 0;
-    if (!p->products_only || p->keep_fp32 || p->output_head || v->dtype == NNT_NF4 ||
+    /* (not keep_fp32: NNT_FREEZE_NF4 clears it, a matrix frozen keeping fp32 before is
+     * quantized too) */
+    if (!p->products_only || p->output_head || v->dtype == NNT_NF4 ||
         nnt_nf4_view(v->ndim, v->shape, v->tile, &run) >= 0)
         return NNT_OK;
     return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: %s cannot be kept in NF4: its tiles hold runs of "
@@ -951,18 +953,20 @@ static int file_names_of(nnt_layer *layer, nnt_layer *tree, const char *fn, char
     return NNT_OK;
 }
 
+int nnt_layer_freeze_mode(int freeze)
+{
+    return freeze == NNT_UNFREEZE || freeze == NNT_FREEZE_KEEP_FP32 || freeze == NNT_FREEZE_NF4
+               ? freeze
+               : NNT_FREEZE;
+}
+
 NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze, int64_t *count)
 {
     const char *fn = "nnt_layer_freeze";
     NNT_TRY(nnt_layer_check(layer, fn));
     if (!pattern)
         return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: pattern is NULL", fn);
-    /* 0 unfreezes; NNT_FREEZE_KEEP_FP32 freezes keeping fp32 values, NNT_FREEZE_NF4 keeping
-     * matrices in NF4; any other value (1 as 0.3 documented it) is NNT_FREEZE */
-    int mode = freeze == NNT_UNFREEZE || freeze == NNT_FREEZE_KEEP_FP32 ||
-                       freeze == NNT_FREEZE_NF4
-                   ? freeze
-                   : NNT_FREEZE;
+    int mode = nnt_layer_freeze_mode(freeze);
     nnt_layer *tree = records_tree(layer);
     NNT_TRY(ensure_listing(tree, fn));
     char **files = NULL;

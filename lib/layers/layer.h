@@ -165,6 +165,10 @@ nnt_layer_param_rec *nnt_layer_own_param(const nnt_layer *l, const nnt_tensor *v
  * or unfreeze it (NNT_UNFREEZE: a zero gradient of its layout again, its values widened to
  * fp32 first if they were kept in bf16). root: the tree it belongs to (its context). */
 int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode);
+/* The nnt_freeze_mode of nnt_layer_freeze's freeze argument (new in 0.3): 0 unfreezes,
+ * NNT_FREEZE_KEEP_FP32 and NNT_FREEZE_NF4 as they are; any other value (1 as 0.3 documented
+ * it) is NNT_FREEZE. Also nnt_lora_options.freeze_base's (non-zero). */
+int nnt_layer_freeze_mode(int freeze);
 /* A frozen matrix that only products read (products_only), not frozen with keep_fp32, under
  * NNT_PRECISION_BF16: its fp32 values replaced by their bf16 rounding in place
  * (nnt_tensor_retype), which is what every product reads of it in that precision anyway
@@ -173,8 +177,7 @@ int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode);
  * Otherwise nothing. gl_weight_operand calls it before each product. */
 int nnt_layer_param_narrow(nnt_ctx *ctx, nnt_layer_param_rec *p);
 /* Whether p, to be frozen with NNT_FREEZE_NF4, can be kept in NF4 where it would be (its
- * last dimension and tile multiples of NF4's blocks); NNT_E_SHAPE naming it (name, for fn)
- * if not. */
+ * tiles hold whole blocks: nnt_nf4_view); NNT_E_SHAPE naming it (name, for fn) if not. */
 int nnt_layer_nf4_fits(const nnt_layer *l, const nnt_layer_param_rec *p, const char *name,
                        const char *fn);
 /* Remove l's own parameter value (its tensors destroyed when owned). */

@@ -1273,48 +1273,18 @@ int nnt_model_config_write_dir(nnt_ctx *ctx, const char *fn, const char *dir,
 
 /* ---- other JSON files of a model directory (adapter_config.json) -------------------------- */
 
-int nnt_cfg_open(nnt_ctx *ctx, const char *fn, const char *path, nnt_cfg_in **out)
+/* The object of the len bytes of buf (taken: freed with the object, or on failure), named
+ * what in messages. */
+static int cfg_of_text(nnt_ctx *ctx, const char *fn, const char *what, char *buf, size_t len,
+                       nnt_cfg_in **out)
 {
     *out = NULL;
     nnt_cfg_in *o = calloc(1, sizeof *o);
-    char *file = malloc(strlen(path) + 1);
+    char *file = strdup(what);
     if (!o || !file) {
-        free(o);
-        free(file);
-        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    }
-    memcpy(file, path, strlen(path) + 1);
-    char *buf = NULL;
-    size_t len = 0;
-    o->ctx = ctx;
-    o->fn = fn;
-    o->file = file;
-    o->prefix = "";
-    int rc = read_file(ctx, fn, path, &buf, &len);
-    o->buf = buf;
-    if (rc == 0)
-        rc = jobj_parse(o, 0, len, 1);
-    if (rc) {
-        nnt_cfg_close(o);
-        return rc;
-    }
-    *out = o;
-    return NNT_OK;
-}
-
-int nnt_cfg_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
-                  size_t len, nnt_cfg_in **out)
-{
-    *out = NULL;
-    nnt_cfg_in *o = calloc(1, sizeof *o);
-    char *file = malloc(strlen(what) + 1), *buf = malloc(len + 1);
-    if (!o || !file || !buf) {
         free(o), free(file), free(buf);
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     }
-    memcpy(file, what, strlen(what) + 1);
-    memcpy(buf, text, len);
-    buf[len] = '\0';
     o->ctx = ctx, o->fn = fn, o->file = file, o->prefix = "", o->buf = buf;
     int rc = jobj_parse(o, 0, len, 1);
     if (rc) {
@@ -1323,6 +1293,27 @@ int nnt_cfg_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *te
     }
     *out = o;
     return NNT_OK;
+}
+
+int nnt_cfg_open(nnt_ctx *ctx, const char *fn, const char *path, nnt_cfg_in **out)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    *out = NULL;
+    NNT_TRY(read_file(ctx, fn, path, &buf, &len));
+    return cfg_of_text(ctx, fn, path, buf, len, out);
+}
+
+int nnt_cfg_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
+                  size_t len, nnt_cfg_in **out)
+{
+    char *buf = malloc(len + 1);
+    *out = NULL;
+    if (!buf)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    return cfg_of_text(ctx, fn, what, buf, len, out);
 }
 
 void nnt_cfg_close(nnt_cfg_in *o)

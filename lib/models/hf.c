@@ -952,7 +952,8 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (t->stacked)
         return fill_stack(ps, g, t);
     const nnt_st_reader *r = NULL;
-    const nnt_st_entry *e = find_tensor(ps, g, t, &r, NULL);
+    const char *path = g->what;
+    const nnt_st_entry *e = find_tensor(ps, g, t, &r, &path);
     int64_t total = t->total, at = 0;
     char err[NNT_IO_ERRLEN];
     float *buf = malloc((size_t)total * sizeof(float) + 1);
@@ -962,8 +963,6 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
                                                           ps->fn);
     for (int i = 0; i < t->np && rc == 0; i++)   /* a model built unwritten counts them now */
         rc = nnt_tensor_count_first_write(t->p[i].value, ps->fn);
-    const char *path = g->what;
-    nnt_hf_weights_find(g->w, e->name, NULL, &path);
     nnt_bnb4 q;
     int bnb4 = rc ? 0 : nnt_bnb4_find(ctx, ps->fn, g->w, e, path, &q);
     if (bnb4 < 0)

@@ -340,13 +340,6 @@ static int freeze_base(nnt_layer *tree, int mode, int check, const char *fn)
     return NNT_OK;
 }
 
-/* The nnt_freeze_mode of nnt_lora_options.freeze_base (non-zero). */
-static int freeze_mode(int freeze_base)
-{
-    return freeze_base == NNT_FREEZE_KEEP_FP32 || freeze_base == NNT_FREEZE_NF4 ? freeze_base
-                                                                               : NNT_FREEZE;
-}
-
 /* Adapters on the targets of o (checked) in model, with A initialised from o->seed and B zero;
  * targets that match no module refused before anything changes. */
 static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
@@ -361,7 +354,7 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
                         "(merge them first: nnt_model_lora_merge)", fn);
     cancel_backward(model);
     if (o->freeze_base)   /* the base fits NF4, before anything changes */
-        NNT_TRY(freeze_base(tree, freeze_mode(o->freeze_base), 1, fn));
+        NNT_TRY(freeze_base(tree, nnt_layer_freeze_mode(o->freeze_base), 1, fn));
     targets t;
     NNT_TRY(targets_parse(model->ctx, fn, targets_text, &t));
     add_pass a = {&t, 0, o->rank, o->alpha, o->dropout, o->rslora != 0, pat, o->seed, 0, ""};
@@ -383,7 +376,7 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
     if (rc == 0)
         rc = nnt_layer_init_adapters(tree, o->seed);
     if (rc == 0 && o->freeze_base)
-        rc = freeze_base(tree, freeze_mode(o->freeze_base), 0, fn);
+        rc = freeze_base(tree, nnt_layer_freeze_mode(o->freeze_base), 0, fn);
     if (rc == 0 && model->vt->reregister)
         rc = model->vt->reregister(model);
     if (rc == 0) {
