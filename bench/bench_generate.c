@@ -5,11 +5,13 @@
  *
  * Usage: bench_generate [--model PRESET] [--prompt N] [--new N] [--cpus N] [--no-cache]
  *                       [--rounds N] [--seed S] [--tile-channels N] [--tile-hidden N]
- *                       [--precision fp32|tf32|bf16]
+ *                       [--precision fp32|tf32|bf16] [--freeze none|bf16|fp32|nf4]
  * Defaults: gpt2, prompt 64 random ids, 128 new tokens (greedy), 2 CPU workers, the cache, one
  * untimed warm-up generation of 8 tokens, then 1 timed round. Prints per round the time of
  * the whole call (prefill included) and new tokens / s, and the first new ids (so that runs
- * with and without the cache can be compared). */
+ * with and without the cache can be compared). --freeze freezes every parameter after the
+ * init (nnt_layer_freeze): bf16 NNT_FREEZE (the matrices in bf16 under bf16 products), fp32
+ * NNT_FREEZE_KEEP_FP32, nf4 NNT_FREEZE_NF4 (the matrices in NF4, QLoRA's base). */
 #include <nnt.h>
 
 #include <stdio.h>
@@ -35,7 +37,7 @@ int main(int argc, char **argv)
 {
     const char *preset = "gpt2";
     long nprompt = 64, ngen = 128, cpus = 2, rounds = 1, no_cache = 0, seed = 1;
-    const char *precision = "fp32";
+    const char *precision = "fp32", *freeze = "none";
     nnt_tiling tl = NNT_TILING_INIT;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -57,6 +59,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--tile-channels")) tl.channels = atol(v);
         else if (!strcmp(k, "--tile-hidden")) tl.hidden = atol(v);
         else if (!strcmp(k, "--precision")) precision = v;
+        else if (!strcmp(k, "--freeze")) freeze = v;
         else {
             fprintf(stderr, "bench_generate: unknown option %s\n", k);
             return 2;
@@ -69,6 +72,14 @@ int main(int argc, char **argv)
     nnt_precision prec = (nnt_precision)(pi < 0 ? 0 : pi);
     if (pi < 0) {
         fprintf(stderr, "bench_generate: --precision %s: use fp32, tf32 or bf16\n", precision);
+        return 2;
+    }
+    static const char *const modes[] = {"none", "bf16", "fp32", "nf4"};   /* = nnt_freeze_mode */
+    int fi = 3;
+    while (fi >= 0 && strcmp(freeze, modes[fi]))
+        fi--;
+    if (fi < 0) {
+        fprintf(stderr, "bench_generate: --freeze %s: use none, bf16, fp32 or nf4\n", freeze);
         return 2;
     }
     if (nprompt < 1 || ngen < 1 || rounds < 1) {
@@ -95,6 +106,8 @@ int main(int argc, char **argv)
     if ((rc = nnt_model_create(ctx, &cfg, 1, T, &tl, &model)) ||
         (rc = nnt_layer_init(model, (uint64_t)seed)))
         return fail("nnt_model_create", rc);
+    if (fi > 0 && (rc = nnt_layer_freeze(model, "*", fi, NULL)))
+        return fail("nnt_layer_freeze", rc);
     int32_t *prompt = malloc((size_t)nprompt * sizeof *prompt);
     int32_t *out = malloc((size_t)ngen * sizeof *out);
     srand((unsigned)seed);
@@ -105,8 +118,9 @@ int main(int argc, char **argv)
     s.no_cache = (int)no_cache;
     if ((rc = nnt_model_generate(model, prompt, nprompt, ngen < 8 ? ngen : 8, &s, out)))
         return fail("nnt_model_generate (warm-up)", rc);
-    printf("# %s, prompt %ld, %ld new tokens, greedy, %ld CPU workers, %s, %s products\n",
-           preset, nprompt, ngen, cpus, no_cache ? "no cache" : "key/value cache", precision);
+    printf("# %s, prompt %ld, %ld new tokens, greedy, %ld CPU workers, %s, %s products, "
+           "frozen: %s\n", preset, nprompt, ngen, cpus,
+           no_cache ? "no cache" : "key/value cache", precision, freeze);
     for (long r = 0; r < rounds; r++) {
         double t0 = now();
         if ((rc = nnt_model_generate(model, prompt, nprompt, ngen, &s, out)))

@@ -16,6 +16,9 @@
 #include "simd_avx512.h"
 #endif
 
+/* Blocks whose 16 values are computed together when dequantizing (one rounding pass). */
+#define VALUE_BLOCKS 32
+
 /* The NF4 table as bitsandbytes stores it (float32; the QLoRA paper's normal quantiles). */
 static const float nf4_table[16] = {
     -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
@@ -78,16 +81,18 @@ void nnt_cpu_nf4_quantize(int64_t n, const void *x, int x_bf16, uint8_t *codes, 
     }
 }
 
-/* A block's 16 values: table times absmax in float; with bf16, each rounded to bf16 as
- * nnt_cpu_f32_to_bf16 rounds it and kept as the float of those bits (its low half zero). */
-static void block_values(float absmax, int bf16, float *v)
+/* The 16 values of each of nb blocks (v[16 b + i] = table[i] * absmax[b], in float); with
+ * bf16, each rounded to bf16 as nnt_cpu_f32_to_bf16 rounds it and kept as the float of those
+ * bits (its low half zero), the blocks of a call rounded in one pass. */
+static void block_values(int64_t nb, const float *absmax, int bf16, float *v)
 {
-    for (int i = 0; i < 16; i++)
-        v[i] = nf4_table[i] * absmax;
-    if (bf16) {
-        uint16_t h[16];
-        nnt_cpu_f32_to_bf16(16, v, h);
+    for (int64_t b = 0; b < nb; b++)
         for (int i = 0; i < 16; i++)
+            v[16 * b + i] = nf4_table[i] * absmax[b];
+    if (bf16) {
+        uint16_t h[16 * VALUE_BLOCKS];
+        nnt_cpu_f32_to_bf16(16 * nb, v, h);
+        for (int64_t i = 0; i < 16 * nb; i++)
             v[i] = nnt_cpu_bf16_value(h[i]);
     }
 }
@@ -180,9 +185,151 @@ void nnt_cpu_nf4_dequantize(int64_t n, const uint8_t *codes, const float *absmax
         out = block_out_avx2;
 #endif
     const size_t esize = y_bf16 ? sizeof(uint16_t) : sizeof(float);
-    for (int64_t b = 0; b < n / NNT_NF4_BLOCK; b++) {
-        float v[16];
-        block_values(absmax[b], y_bf16, v);
-        out(v, codes + b * (NNT_NF4_BLOCK / 2), y_bf16, (char *)y + b * NNT_NF4_BLOCK * esize);
+    float v[16 * VALUE_BLOCKS];
+    for (int64_t b0 = 0; b0 < n / NNT_NF4_BLOCK; b0 += VALUE_BLOCKS) {
+        int64_t nb = n / NNT_NF4_BLOCK - b0 < VALUE_BLOCKS ? n / NNT_NF4_BLOCK - b0 : VALUE_BLOCKS;
+        block_values(nb, absmax + b0, y_bf16, v);
+        for (int64_t b = b0; b < b0 + nb; b++)
+            out(v + 16 * (b - b0), codes + b * (NNT_NF4_BLOCK / 2), y_bf16,
+                (char *)y + b * NNT_NF4_BLOCK * esize);
+    }
+}
+
+/* ---- products with an NF4 B, a few rows of A at a time (generation's decode steps) -------- */
+
+/* Rows of B dequantized at a time: whole blocks (64 / gcd(k, 64) rows at least, blocks may
+ * cross rows), about NF4_ROWS_VALUES values, which stay in L2 while each row of x reads them. */
+#define NF4_ROWS_VALUES 8192
+
+static int64_t rows_group(int64_t k)
+{
+    int64_t g = 1;   /* the fewest rows that hold whole blocks: 64 / gcd(k, 64) */
+    while (g * k % NNT_NF4_BLOCK)
+        g *= 2;
+    int64_t fit = NF4_ROWS_VALUES / (g * k);
+    return g * (fit > 1 ? fit : 1);
+}
+
+size_t nnt_cpu_nf4_rows_scratch(int64_t k)
+{
+    return (size_t)(rows_group(k) * k) * sizeof(float);
+}
+
+#if NNT_CPU_X86
+/* A block's 16 values in a register: table times absmax in float; with bf16, rounded to
+ * bf16 as nnt_cpu_f32_to_bf16 rounds (to nearest even, a NaN made quiet) and kept as
+ * floats (low halves zero): block_values' values. */
+static inline NNT_AVX512 __m512 block_table(__m512 table, float absmax, int bf16)
+{
+    __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(absmax));
+    if (!bf16)
+        return v;
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* Lanes 8..15 (AVX512F alone: through the 64-bit extract). */
+static inline NNT_AVX512 __m256 upper8(__m512 v)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+/* Up to 4 rows of x against B's rows as stored (k a multiple of 64, so a row is whole
+ * blocks): each value decoded into a register and multiplied there. The sums are those of
+ * the one-row kernels on the dequantized B (cpu/gemv.c, gemv_t_avx2): values 32 t + 0..15
+ * in one register (its partial sums 0 and 1 side by side), 32 t + 16..31 in another, reduced
+ * as (0 + 1) + (2 + 3) and then as nnt_avx2_hsum does. Inlined for each m (a constant), so
+ * that the sums stay in registers. */
+static inline __attribute__((always_inline)) NNT_AVX512 void
+rows_avx512_m(const int m, int64_t n, int64_t k, float alpha, const float *x,
+              const uint8_t *codes, const float *absmax, int bf16, float beta, float *y,
+              int64_t ldy)
+{
+    const __m512 table = _mm512_loadu_ps(nf4_table);
+    const int64_t blocks = k / NNT_NF4_BLOCK;
+    for (int64_t j = 0; j < n; j++) {
+        __m512 lo[4], hi[4];   /* row r's values 32 t + 0..15 and 32 t + 16..31 */
+        for (int r = 0; r < m; r++)
+            lo[r] = hi[r] = _mm512_setzero_ps();
+        const uint8_t *c = codes + j * k / 2;
+        const float *xi = x;
+        for (int64_t t = 0; t < blocks; t++, c += NNT_NF4_BLOCK / 2, xi += NNT_NF4_BLOCK) {
+            const __m512 tab = block_table(table, absmax[j * blocks + t], bf16);
+            const __m512 v0 = _mm512_permutexvar_ps(indices16(c), tab);
+            const __m512 v1 = _mm512_permutexvar_ps(indices16(c + 8), tab);
+            const __m512 v2 = _mm512_permutexvar_ps(indices16(c + 16), tab);
+            const __m512 v3 = _mm512_permutexvar_ps(indices16(c + 24), tab);
+            for (int r = 0; r < m; r++) {
+                const float *xr = xi + r * k;
+                lo[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), v0, lo[r]);
+                hi[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), v1, hi[r]);
+                lo[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 32), v2, lo[r]);
+                hi[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 48), v3, hi[r]);
+            }
+        }
+        for (int r = 0; r < m; r++) {
+            __m256 s01 = _mm256_add_ps(_mm512_castps512_ps256(lo[r]), upper8(lo[r]));
+            __m256 s23 = _mm256_add_ps(_mm512_castps512_ps256(hi[r]), upper8(hi[r]));
+            float s = nnt_avx2_hsum(_mm256_add_ps(s01, s23));
+            float *out = y + r * ldy + j;
+            *out = beta == 0.0f ? alpha * s : alpha * s + beta * *out;
+        }
+    }
+}
+
+static NNT_AVX512 void rows_avx512(int m, int64_t n, int64_t k, float alpha, const float *x,
+                                   const uint8_t *codes, const float *absmax, int bf16,
+                                   float beta, float *y, int64_t ldy)
+{
+    switch (m) {
+    case 1:
+        rows_avx512_m(1, n, k, alpha, x, codes, absmax, bf16, beta, y, ldy);
+        break;
+    case 2:
+        rows_avx512_m(2, n, k, alpha, x, codes, absmax, bf16, beta, y, ldy);
+        break;
+    case 3:
+        rows_avx512_m(3, n, k, alpha, x, codes, absmax, bf16, beta, y, ldy);
+        break;
+    default:
+        rows_avx512_m(4, n, k, alpha, x, codes, absmax, bf16, beta, y, ldy);
+        break;
+    }
+}
+#endif
+
+void nnt_cpu_nf4_rows(int64_t m, int64_t n, int64_t k, float alpha, const float *x,
+                      const uint8_t *b, int bits, float beta, float *y, void *buf)
+{
+    const float *absmax = (const float *)(const void *)(b + n * k / 2);
+    const int bf16 = bits == 7;   /* bf16 products: B's values rounded to bf16 on the way */
+#if NNT_CPU_X86
+    if ((bits == 0 || bf16) && k % NNT_NF4_BLOCK == 0 && nnt_cpu_avx512() > 0 &&
+        nnt_cpu_isa() == NNT_CPU_ISA_AVX2) {
+        for (int64_t r = 0; r < m; r += 4)
+            rows_avx512(m - r < 4 ? (int)(m - r) : 4, n, k, alpha, x + r * k, b, absmax, bf16, beta,
+                        y + r * n, n);
+        return;
+    }
+#endif
+    const int64_t group = rows_group(k);
+    for (int64_t r0 = 0; r0 < n; r0 += group) {
+        int64_t rows = n - r0 < group ? n - r0 : group, values = rows * k;
+        nnt_cpu_nf4_dequantize(values, b + r0 * k / 2, absmax + r0 * k / NNT_NF4_BLOCK, buf,
+                               bf16);
+        if (!bf16 && bits)
+            nnt_cpu_round_f32(values, bits, buf, buf);
+        for (int64_t i = 0; i < m; i++) {
+            if (bf16)
+                nnt_cpu_gemv_bf16(1, 1, rows, k, alpha, x + i * k, buf, k, beta, y + i * n + r0);
+            else
+                nnt_cpu_gemm_f32(0, 1, 1, rows, k, alpha, x + i * k, k, 0, buf, k, 0, beta,
+                                 y + i * n + r0, rows, 0, 1);
+        }
     }
 }

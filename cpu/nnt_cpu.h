@@ -314,6 +314,20 @@ void nnt_cpu_nf4_quantize(int64_t n, const void *x, int x_bf16, uint8_t *codes, 
  * bf16 as nnt_cpu_f32_to_bf16 rounds: bitsandbytes' dequantize_4bit bit for bit.          */
 void nnt_cpu_nf4_dequantize(int64_t n, const uint8_t *codes, const float *absmax, void *y,
                             int y_bf16);
+/* Products with an NF4 B, a few rows at a time (generation's decode steps; cpu/nf4.c):
+ * y (m, n) = alpha x (m, k) B^T + beta y, x's rows dense, y's rows n apart, B an NNT_NF4
+ * tile of (n, k) values (n k / 2 bytes of codes, then n k / 64 absmax). B is dequantized a
+ * group of rows at a time into buf (nnt_cpu_nf4_rows_scratch(k) bytes) and each row of x
+ * multiplied as a one-row product on the dequantized B would be: bits 7 (bf16 products, x
+ * holding bf16 values) by nnt_cpu_gemv_bf16 on B rounded to bf16; else by nnt_cpu_gemm_f32
+ * on B's floats rounded to `bits` mantissa bits (0: as they are). So one row gives the bits
+ * of the product on nnt_cpu_nf4_dequantize's B, read at 4.5 bits a value (but for float
+ * products without AVX2, which BLIS's gemv computes a group of rows at a time). With
+ * AVX-512, bits 0 or 7 and k a multiple of 64 (whole blocks a row), the values are decoded
+ * in registers, never stored; the sums are the same. beta == 0: y not read.              */
+size_t nnt_cpu_nf4_rows_scratch(int64_t k);
+void nnt_cpu_nf4_rows(int64_t m, int64_t n, int64_t k, float alpha, const float *x,
+                      const uint8_t *b, int bits, float beta, float *y, void *buf);
 /* How many of x's n floats bf16 cannot hold exactly (low 16 bits not all zero).          */
 int64_t nnt_cpu_bf16_inexact_f32(int64_t n, const float *x);
 /* One bfloat16 bit pattern as a float (exact). */

@@ -3600,6 +3600,79 @@ START_TEST(test_nf4_paths)
 }
 END_TEST
 
+/* nnt_cpu_nf4_rows against B dequantized (nnt_cpu_nf4_dequantize, bf16 for bf16 products)
+ * and each row multiplied by the one-row kernels: the same bits on this pass's path (the
+ * AVX-512 rows decoded in registers where k holds whole blocks, else groups of rows
+ * dequantized; rows of 96 make blocks cross rows), for 1 to 6 rows of x (in fours), alpha
+ * and beta, float, bf16 and TF32 products; and near the sums in double. */
+START_TEST(test_nf4_rows)
+{
+    enum { N = 6, KMAX = 320, MMAX = 6 };
+    static const int64_t ks[3] = {64, 320, 96};
+    static const int bitss[3] = {0, 7, 10};
+    uint8_t tile[N * KMAX / 2 + N * KMAX / 64 * 4];
+    float bd[N * KMAX], bf[N * KMAX], y[MMAX * N], want[MMAX * N];
+    uint16_t b16[N * KMAX];
+    float *buf = malloc(nnt_cpu_nf4_rows_scratch(KMAX > 96 ? KMAX : 96) + 4096);
+    float *x = rand_f(MMAX * KMAX, -2.0f, 2.0f), xr[MMAX * KMAX];
+    for (int ki = 0; ki < 3; ki++) {
+        const int64_t k = ks[ki], n = N, values = n * k;
+        float *absmax = (float *)(void *)(tile + values / 2);
+        for (int64_t i = 0; i < values / 2; i++)
+            tile[i] = (uint8_t)(i * 53 + 7 * ki + (i >> 5));
+        for (int64_t b = 0; b < values / 64; b++)
+            absmax[b] = b == 2 ? 0.0f : 0.03f * (float)(b + 1) * (b % 3 ? 1.0f : 40.0f);
+        for (int bi = 0; bi < 3; bi++) {
+            const int bits = bitss[bi];
+            nnt_cpu_nf4_dequantize(values, tile, absmax, bits == 7 ? (void *)b16 : (void *)bf,
+                                   bits == 7);
+            if (bits == 10)
+                nnt_cpu_round_f32(values, bits, bf, bf);
+            if (bits)
+                nnt_cpu_round_f32(MMAX * k, bits, x, xr);
+            else
+                memcpy(xr, x, sizeof(float) * (size_t)(MMAX * k));
+            for (int64_t i = 0; i < values; i++)   /* B's values, from the table */
+                bd[i] = bits == 7 ? nnt_cpu_bf16_value(b16[i]) : bf[i];
+            for (int m = 1; m <= MMAX; m++)
+                for (int be = 0; be < 2; be++) {
+                    const float beta = be ? 0.75f : 0.0f;
+                    for (int i = 0; i < m * N; i++)
+                        y[i] = want[i] = 0.5f + (float)i;
+                    for (int r = 0; r < m; r++) {
+                        if (bits == 7)
+                            nnt_cpu_gemv_bf16(1, 1, n, k, 0.5f, xr + r * k, b16, k, beta,
+                                              want + r * n);
+                        else
+                            nnt_cpu_gemm_f32(0, 1, 1, n, k, 0.5f, xr + r * k, k, 0, bf, k, 0,
+                                             beta, want + r * n, n, 0, 1);
+                    }
+                    nnt_cpu_nf4_rows(m, n, k, 0.5f, xr, tile, bits, beta, y, buf);
+                    ck_assert_msg(memcmp(y, want, sizeof(float) * (size_t)(m * n)) == 0,
+                                  "k %lld bits %d rows %d beta %g: not the one-row kernels' "
+                                  "bits", (long long)k, bits, m, (double)beta);
+                    for (int r = 0; r < m; r++)
+                        for (int64_t j = 0; j < n; j++) {
+                            double s = 0.0, mag = 0.0;
+                            for (int64_t i = 0; i < k; i++) {
+                                s += (double)xr[r * k + i] * bd[j * k + i];
+                                mag += fabs((double)xr[r * k + i] * bd[j * k + i]);
+                            }
+                            double ref = 0.5 * s + beta * (0.5 + (double)(r * n + j));
+                            /* float sums of k <= 320 products: at most 4.3e-7 of mag
+                             * measured (the three paths) */
+                            ck_assert_msg(fabs(y[r * n + j] - ref) <= 4e-6 * (mag + 1.0),
+                                          "k %lld bits %d row %d col %lld: %g, in double %g",
+                                          (long long)k, bits, r, (long long)j,
+                                          (double)y[r * n + j], ref);
+                        }
+                }
+        }
+    }
+    free(x), free(buf);
+}
+END_TEST
+
 static Suite *cpu_suite(void)
 {
     Suite *s = suite_create("cpu_kernels");
@@ -3647,6 +3720,7 @@ static Suite *cpu_suite(void)
     tcase_add_loop_test(tc, test_attention_onednn, 0, NATTN);
     tcase_add_loop_test(tc, test_attention_bf16, 0, 4);
     tcase_add_test(tc, test_nf4_paths);
+    tcase_add_test(tc, test_nf4_rows);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -171,6 +171,88 @@ START_TEST(test_gemm)
 }
 END_TEST
 
+/* The row products of generation's decode steps (at most 4 rows: the gemm codelet reads the
+ * NF4 tiles as they are, nnt_cpu_nf4_rows). _i = precision (fp32, bf16, tf32) * 3 + W's
+ * tiling: k tiles of 64 summed one after the other; W whole (one task, k 192); rows of 96
+ * in tiles of 2 rows (blocks cross rows: dequantized a group of rows at a time). One row
+ * gives the bits of the product with W dequantized (to bf16 under bf16 products), with the
+ * alpha, beta and bias of a linear; three rows give each row's bits of one row, and the
+ * tasks that ran are the NF4 codelet's. */
+START_TEST(test_gemm_rows)
+{
+    static const nnt_precision precisions[3] = {NNT_PRECISION_FP32, NNT_PRECISION_BF16,
+                                                NNT_PRECISION_TF32};
+    static const int64_t tilings[3][4] = {/* K, W's tile (rows, cols), x's k tile */
+                                          {192, 16, 64, 64}, {192, 48, 192, 192},
+                                          {96, 2, 96, 96}};
+    const nnt_precision precision = precisions[_i / 3];
+    const int64_t *tl = tilings[_i % 3], N = 48, K = tl[0];
+    EXPECT_OK(nnt_ctx_set_precision(ctx, precision));
+    nnt_tensor *w32 = make(NNT_FP32, N, K, (int64_t[]){tl[1], tl[2]});
+    nnt_tensor *w = make(NNT_NF4, N, K, (int64_t[]){tl[1], tl[2]});
+    nnt_tensor *wd = make(precision == NNT_PRECISION_BF16 ? NNT_BF16 : NNT_FP32, N, K,
+                          (int64_t[]){tl[1], tl[2]});
+    EXPECT_OK(nnt_tensor_fill_normal(w32, 11, 0.0, 0.5));
+    EXPECT_OK(nnt_tensor_convert(w32, w));
+    EXPECT_OK(nnt_tensor_convert(w, wd));
+    int64_t bshape[1] = {N}, btile[1] = {tl[1]};
+    nnt_tensor *bias = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, bshape, btile, &bias));
+    EXPECT_OK(nnt_tensor_fill_normal(bias, 12, 0.0, 1.0));
+    nnt_tensor *x = make(NNT_FP32, 3, K, (int64_t[]){3, tl[3]});
+    EXPECT_OK(nnt_tensor_fill_normal(x, 13, 0.0, 1.0));
+    float *xs = test_to_host(x, NULL);
+    const char *table = (test_make_tmpdir("nf4-rows"), test_tmp_path("table.txt"));
+    float *row[3][2];   /* each row of x alone: NF4 W, dequantized W */
+    for (int r = 0; r < 3; r++) {
+        nnt_tensor *x1 = make(NNT_FP32, 1, K, (int64_t[]){1, tl[3]});
+        EXPECT_OK(nnt_tensor_copy_from_host(x1, xs + r * K, (size_t)K * 4));
+        for (int k = 0; k < 2; k++) {
+            nnt_tensor *y = make(NNT_FP32, 1, N, (int64_t[]){1, tl[1]});
+            EXPECT_OK(nnt_tensor_fill(y, 0.25 * (r + 1)));
+            if (r == 0 && k == 0)
+                EXPECT_OK(nnt_trace_start(ctx));
+            /* y = 0.5 x W^T + 0.75 y, then + bias: a linear's product with its epilogue */
+            EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 0.5, x1, k ? wd : w, 0.75, y, 1,
+                                      0));
+            EXPECT_OK(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, x1, k ? wd : w, 1.0, y, 1,
+                                         0, NNT_EPILOGUE_BIAS, bias, NULL));
+            if (r == 0 && k == 0) {
+                EXPECT_OK(nnt_trace_stop(ctx, NULL, table));
+                ck_assert_int_eq(test_traced_count(table, "nnt_gemm_nf4"),
+                                 2 * (N / tl[1]) * (K / tl[3]));
+                ck_assert_int_eq(test_traced_count(table, "nnt_nf4"), 0);   /* nothing dequantized */
+            }
+            row[r][k] = test_to_host(y, NULL);
+            nnt_tensor_destroy(y);
+        }
+        ck_assert_msg(memcmp(row[r][0], row[r][1], (size_t)N * 4) == 0, "precision %d tiling "
+                      "%d row %d: one row with an NF4 W differs from the product with W "
+                      "dequantized", (int)precision, _i % 3, r);
+        nnt_tensor_destroy(x1);
+    }
+    nnt_tensor *y3 = make(NNT_FP32, 3, N, (int64_t[]){3, tl[1]});
+    float *y3init = malloc((size_t)(3 * N) * 4);   /* each row's start as above */
+    for (int64_t i = 0; i < 3 * N; i++)
+        y3init[i] = 0.25f * (float)(i / N + 1);
+    EXPECT_OK(nnt_tensor_copy_from_host(y3, y3init, (size_t)(3 * N) * 4));
+    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 0.5, x, w, 0.75, y3, 1, 0));
+    EXPECT_OK(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, x, w, 1.0, y3, 1, 0,
+                                 NNT_EPILOGUE_BIAS, bias, NULL));
+    float *got3 = test_to_host(y3, NULL);
+    for (int r = 0; r < 3; r++)
+        ck_assert_msg(memcmp(got3 + r * N, row[r][0], (size_t)N * 4) == 0, "precision %d "
+                      "tiling %d: row %d of three rows differs from the row alone",
+                      (int)precision, _i % 3, r);
+    free(xs), free(y3init), free(got3);
+    for (int r = 0; r < 3; r++)
+        free(row[r][0]), free(row[r][1]);
+    nnt_tensor *all[] = {w32, w, wd, bias, x, y3};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        nnt_tensor_destroy(all[i]);
+}
+END_TEST
+
 /* What NF4 tensors refuse, each with a message naming the function */
 START_TEST(test_refusals)
 {
@@ -603,6 +685,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_quantize, 0, NQCASES * NQTILES);
     tcase_add_loop_test(tc, test_gemm, 0, 2);
+    tcase_add_loop_test(tc, test_gemm_rows, 0, 9);
     tcase_add_test(tc, test_refusals);
     tcase_add_loop_test(tc, test_qlora_tiling_refused, 0, 2);
     tcase_add_loop_test(tc, test_qlora_logits, 0, 3);

@@ -4,7 +4,9 @@
  * backward; GELU in its tanh or exact form). Buffers: 0 A tile, 1 B tile (float or bfloat16
  * each), 2 C tile, then the bias tile (R) if the task has one, then the aux tile (W for
  * BIAS_GELU[_ERF], R for DGELU[_ERF]) if it has one. The operands take the precision the
- * task was submitted with (nnt_ctx_set_precision). */
+ * task was submitted with (nnt_ctx_set_precision). A B tile in NNT_NF4 (a frozen base's
+ * weight, the few rows of generation's decode steps: lib/ops/gemm.c) goes to a CPU-only
+ * codelet that reads it as it is (nnt_cpu_nf4_rows). */
 #include "../internal.h"
 #include "nnt_cpu.h"
 
@@ -21,6 +23,7 @@ struct gemm_args {
     int has_aux;      /* an aux tile (batch, m, n) follows                                  */
     int precision;    /* nnt_precision of the operands                                      */
     int a_bf16, b_bf16;   /* the A / B tile holds bfloat16 (NNT_BF16), not float            */
+    int b_nf4;            /* the B tile is NNT_NF4 (trans_b, batch 1), CPU only             */
     int64_t m_packed;     /* > 0: the B buffer is packed (nnt_gemm_packing.m), CPU only     */
     int packed_bf16;      /* with m_packed: bf16 products (nnt_gemm_packing.bf16)           */
 };
@@ -209,9 +212,36 @@ static int product_packed(const struct gemm_args *g, const float *a, const void 
     return -1;
 }
 
+/* The product on an NF4 B tile as it is: A's rows rounded to the task's precision (or
+ * expanded from bf16) into the worker's scratch, B dequantized a group of rows at a time
+ * after them (nnt_cpu_nf4_rows: one row gets the bits of the product on the dequantized B
+ * that the NF4 products of many rows multiply). 0, or -1 (no scratch: reported). */
+static int product_rows_nf4(const struct gemm_args *g, const void *a, const uint8_t *b,
+                            float *c)
+{
+    int bits = operand_bits(g);
+    size_t x_bytes = g->a_bf16 || bits ? (size_t)slot_a(g) * sizeof(float) : 0;
+    size_t bytes = x_bytes + nnt_cpu_nf4_rows_scratch(g->k);
+    char *ws = nnt_worker_scratch(bytes);   // A's rows (if copied), then B's rows
+    if (!ws) {
+        nnt_task_error("nnt_gemm", "no memory for an NF4 product's rows (%zu bytes)", bytes);
+        return -1;
+    }
+    const float *x = operand_cpu(a, g->a_bf16, numel_a(g), bits, (float *)(void *)ws);
+    nnt_cpu_nf4_rows(g->m, g->n, g->k, g->alpha, x, b, bits, g->beta, c, ws + x_bytes);
+    return 0;
+}
+
 static void gemm_cpu(void *buffers[], void *cl_arg)
 {
     const struct gemm_args *g = cl_arg;
+    if (g->b_nf4) {
+        float *c = buffer_f32(buffers, 2);   // (m, n)
+        const uint8_t *b = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]);   // (n, k), NF4
+        if (product_rows_nf4(g, buffer_f32(buffers, 0), b, c) == 0)
+            epilogue_cpu(g, buffers, c);
+        return;
+    }
     if (g->m_packed) {
         float *c = buffer_f32(buffers, 2);   // (m, n)
         if (product_packed(g, buffer_f32(buffers, 0), buffer_f32(buffers, 1), c) == 0)
@@ -400,7 +430,7 @@ static uint32_t gemm_footprint(struct starpu_task *task)
 {
     const struct gemm_args *g = task->cl_arg;
     int64_t key[11] = {g->trans_a, g->trans_b, g->m, g->n, g->k, g->batch, g->epilogue,
-                       g->beta == 0.0f, g->precision, g->a_bf16 + 2 * g->b_bf16,
+                       g->beta == 0.0f, g->precision, g->a_bf16 + 2 * g->b_bf16 + 4 * g->b_nf4,
                        g->m_packed != 0};
     uint32_t h = 0;
     for (int i = 0; i < 11; i++) {
@@ -441,6 +471,20 @@ static struct starpu_codelet gemm_packed_cl = {
     .model = &gemm_packed_model,
 };
 
+/* Products on an NF4 B: CPU workers only (no CUDA kernel reads NF4 yet). */
+static struct starpu_perfmodel gemm_nf4_model = {
+    .type = STARPU_HISTORY_BASED,
+    .symbol = "nnt_gemm_nf4",
+    .footprint = gemm_footprint,
+};
+
+static struct starpu_codelet gemm_nf4_cl = {
+    .name = "nnt_gemm_nf4",
+    .cpu_funcs = {gemm_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &gemm_nf4_model,
+};
+
 int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb, float alpha,
                     float beta, enum starpu_data_access_mode c_mode, int epilogue,
                     const starpu_data_handle_t *tiles, const nnt_gemm_packing *packed)
@@ -461,6 +505,7 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
     g.precision = ctx->precision;
     g.a_bf16 = starpu_vector_get_elemsize(tiles[0]) == sizeof(uint16_t);
     g.b_bf16 = !packed && starpu_vector_get_elemsize(tiles[1]) == sizeof(uint16_t);
+    g.b_nf4 = !packed && starpu_vector_get_elemsize(tiles[1]) == 1;   /* NNT_NF4's tiles */
     g.m_packed = packed ? packed->m : 0;
     g.packed_bf16 = packed ? packed->bf16 : 0;
 
@@ -474,7 +519,8 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
     if (g.has_aux)
         bufs[nbuf++] = (struct starpu_data_descr){
             tiles[4], nnt_epilogue_writes_aux(epilogue) ? STARPU_W : STARPU_R};
-    return nnt_submit(ctx, packed ? &gemm_packed_cl : &gemm_cl, nbuf, bufs, &g, sizeof g);
+    struct starpu_codelet *cl = packed ? &gemm_packed_cl : g.b_nf4 ? &gemm_nf4_cl : &gemm_cl;
+    return nnt_submit(ctx, cl, nbuf, bufs, &g, sizeof g);
 }
 
 /* ---- products summed over several k tiles in one task ---------------------------------- */

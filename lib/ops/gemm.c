@@ -994,7 +994,20 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
                 nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
                 int ndim_batch, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux);
 
-/* The product with an NNT_NF4 B: B dequantized into a temporary of its layout (bf16 for
+/* Products with an NNT_NF4 B and at most this many rows read B's tiles as they are (the
+ * gemm codelet's NF4 rows, nnt_cpu_nf4_rows): generation's decode steps. */
+#define NF4_ROWS_MAX 4
+
+/* Whether a product with an NF4 B reads B's tiles as they are: few rows of A (m), A as it
+ * is and B transposed (a linear's x W^T), no batch dims, alpha not 0. */
+static int nf4_rows(nnt_trans trans_a, nnt_trans trans_b, double alpha, const nnt_tensor *a,
+                    const struct gemm_dims *d)
+{
+    return trans_a == NNT_NOTRANS && trans_b == NNT_TRANS && d->nb == 0 && alpha != 0.0 &&
+           nnt_box_numel(d->nm, a->shape + d->a_m) <= NF4_ROWS_MAX;
+}
+
+/* The product with an NNT_NF4 B and more rows: B dequantized into a temporary of its layout (bf16 for
  * bf16 products, else floats: what bitsandbytes' compute dtype reads), one task a tile
  * before the products that read it, then released after them. The products are those of
  * the temporary (no packs kept: it is made again for each product). The dequantizing tasks
@@ -1025,16 +1038,17 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     int rc = check_operands(fn, trans_a, trans_b, a, b, beta, c, ndim_k, ndim_batch, &d);
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
-    if (rc == 0 && b->dtype == NNT_NF4)
+    const int nf4 = rc == 0 && b->dtype == NNT_NF4;
+    if (nf4 && !nf4_rows(trans_a, trans_b, alpha, a, &d))
         return gemm_nf4(fn, trans_a, trans_b, alpha, a, b, beta, c, ndim_k, ndim_batch, e,
                         bias, aux);
     /* a C tile summed in one task is computed where it is owned, its rows brought there
      * (under NNT_DIST_DATA too): one process's task, one process's bits */
-    const int ksum = rc == 0 && sums_k(a, c, &d, e);
+    const int ksum = rc == 0 && !nf4 && sums_k(a, c, &d, e);
     const int travel = rc == 0 && !ksum && data_travel(a, b, beta, c, &d, e);
     struct packed_b pb = {NULL, {0, 0, 0, 0}, {0, 0, 0}, 0, 0};
     const int keep = rc == 0 && keeps_b(a, b, c) && !b->dequantized;
-    if (rc == 0 && !ksum && packs_b(c, &d, keep))
+    if (rc == 0 && !ksum && !nf4 && packs_b(c, &d, keep))
         rc = keep ? packed_b_kept(trans_b, a, b, c, &d, &pb)
                   : packed_b_submit(trans_b, a, b, c, &d, &pb);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
