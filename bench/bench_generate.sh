@@ -9,7 +9,10 @@
 # Usage (from a build directory): sh ../bench/bench_generate.sh [PYTHON]
 # PYTHON: an interpreter with torch and transformers (default /tmp/venv-torch/bin/python).
 # Environment: MODELS (default "gpt2 smollm2-135m"), PRECISIONS (default fp32), THREADS,
-# PROMPT, NEW, ROUNDS, SKIP_NO_CACHE=1.
+# PROMPT, NEW, ROUNDS, SKIP_NO_CACHE=1, FREEZES (default "none"): with "nf4", nnt's model is
+# frozen in NF4 (bench_generate --freeze nf4) and transformers' loaded by bitsandbytes in 4
+# bits (generate_hf.py's nf4 / nf4-bf16: compute in the precision); with "bf16", nnt's
+# frozen (its matrices in bf16 under bf16 products; transformers' as for none).
 # Results go to bench/RESULTS-generate.md by hand.
 set -eu
 py=${1:-/tmp/venv-torch/bin/python}
@@ -31,15 +34,20 @@ rounds=${ROUNDS:-3}
 for r in $(seq 1 "$rounds"); do
     for m in $models; do
         for p in $precisions; do
-            echo "## round $r: $m $p (load $(cut -d' ' -f1 /proc/loadavg))"
+          for f in ${FREEZES:-none}; do
+            echo "## round $r: $m $p frozen $f (load $(cut -d' ' -f1 /proc/loadavg))"
             bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" --cpus "$threads" \
-                --precision "$p" | sed -n "s/^round 1/nnt cache $m $p/p"
+                --precision "$p" --freeze "$f" | sed -n "s/^round 1/nnt cache $m $p $f/p"
             if [ "$r" = 1 ] && [ "${SKIP_NO_CACHE:-0}" != 1 ]; then
                 bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" \
-                    --cpus "$threads" --precision "$p" --no-cache |
-                    sed -n "s/^round 1/nnt no cache $m $p/p"
+                    --cpus "$threads" --precision "$p" --freeze "$f" --no-cache |
+                    sed -n "s/^round 1/nnt no cache $m $p $f/p"
             fi
-            "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads" "$p"
+            hf=$p
+            [ "$f" = nf4 ] && { [ "$p" = bf16 ] && hf=nf4-bf16 || hf=nf4; }
+            "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads" "$hf" 2>/dev/null |
+                grep '^hf'
+          done
         done
     done
 done

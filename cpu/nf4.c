@@ -67,17 +67,57 @@ static float quantize_block(const float *mid, const float *x, uint8_t *codes)
     return absmax;
 }
 
+#if NNT_CPU_X86
+/* quantize_block with AVX-512, the same float operations in lanes: the absmax a maximum
+ * that passes over NaNs (max(|x|, m) returns m when |x| is NaN, as the scalar compare
+ * does), the clamp keeps a NaN (max(-1, s) and min(1, s) return s when it is NaN), and each
+ * index counts the midpoints strictly below (false for a NaN: code 0). */
+static NNT_AVX512 float quantize_block_avx512(const float *mid, const float *x,
+                                              uint8_t *codes)
+{
+    __m512 v[4], m = _mm512_setzero_ps();
+    for (int h = 0; h < 4; h++) {
+        v[h] = _mm512_loadu_ps(x + 16 * h);
+        m = _mm512_max_ps(_mm512_abs_ps(v[h]), m);
+    }
+    const float absmax = _mm512_reduce_max_ps(m);
+    const __m512 inv = _mm512_set1_ps(1.0f / (absmax > 1e-38f ? absmax : 1e-38f));
+    const __m512 lo = _mm512_set1_ps(-1.0f), hi = _mm512_set1_ps(1.0f);
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512 mv[15];
+    for (int i = 0; i < 15; i++)
+        mv[i] = _mm512_set1_ps(mid[i]);
+    for (int h = 0; h < 4; h++) {
+        __m512 sc = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_mul_ps(v[h], inv)));
+        __m512i q = _mm512_setzero_si512();
+        for (int i = 0; i < 15; i++)
+            q = _mm512_mask_add_epi32(q, _mm512_cmp_ps_mask(sc, mv[i], _CMP_GT_OQ), q, one);
+        /* 16 indices, 4 bits each, into 8 bytes: the first of each pair in the high half */
+        __m128i b = _mm512_cvtepi32_epi8(q);
+        __m128i pair = _mm_or_si128(_mm_slli_epi16(b, 4), _mm_srli_epi16(b, 8));
+        pair = _mm_and_si128(pair, _mm_set1_epi16(0xff));
+        _mm_storel_epi64((__m128i *)(void *)(codes + 8 * h), _mm_packus_epi16(pair, pair));
+    }
+    return absmax;
+}
+#endif
+
 void nnt_cpu_nf4_quantize(int64_t n, const void *x, int x_bf16, uint8_t *codes, float *absmax)
 {
     float block[NNT_NF4_BLOCK], mid[15];
     nf4_midpoints(mid);
+    float (*quantize)(const float *, const float *, uint8_t *) = quantize_block;
+#if NNT_CPU_X86
+    if (nnt_cpu_avx512() > 0)
+        quantize = quantize_block_avx512;
+#endif
     for (int64_t b = 0; b < n / NNT_NF4_BLOCK; b++) {
         const float *src = block;
         if (x_bf16)
             nnt_cpu_bf16_to_f32(NNT_NF4_BLOCK, (const uint16_t *)x + b * NNT_NF4_BLOCK, block);
         else
             src = (const float *)x + b * NNT_NF4_BLOCK;
-        absmax[b] = quantize_block(mid, src, codes + b * (NNT_NF4_BLOCK / 2));
+        absmax[b] = quantize(mid, src, codes + b * (NNT_NF4_BLOCK / 2));
     }
 }
 
@@ -120,13 +160,15 @@ static void block_out(const float *v, const uint8_t *c, int bf16, void *out)
 }
 
 #if NNT_CPU_X86
-/* The 16 indices of 8 bytes of codes, first value of each byte (its high half) first */
+/* The 16 indices of 8 bytes of codes, first value of each byte (its high half) first, for
+ * _mm512_permutexvar_ps, which reads the low 4 bits of each (a low half's byte is left
+ * whole) */
 static inline NNT_AVX512 __m512i indices16(const uint8_t *c)
 {
     __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)c);
     __m512i x = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));   /* b0 b0 b1 b1 ... */
     const __m512i shift = _mm512_set_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-    return _mm512_and_si512(_mm512_srlv_epi32(x, shift), _mm512_set1_epi32(15));
+    return _mm512_srlv_epi32(x, shift);
 }
 
 static NNT_AVX512 void block_out_avx512(const float *v, const uint8_t *c, int bf16, void *out)
@@ -210,9 +252,11 @@ static int64_t rows_group(int64_t k)
     return g * (fit > 1 ? fit : 1);
 }
 
-size_t nnt_cpu_nf4_rows_scratch(int64_t k)
+size_t nnt_cpu_nf4_rows_scratch(int64_t m, int64_t k)
 {
-    return (size_t)(rows_group(k) * k) * sizeof(float);
+    size_t rows = (size_t)(rows_group(k) * k) * sizeof(float);   /* a group of B's rows */
+    size_t pairs = (size_t)(m * k) * sizeof(uint16_t);             /* x's rows in bf16 */
+    return rows > pairs ? rows : pairs;
 }
 
 #if NNT_CPU_X86
@@ -231,6 +275,20 @@ static inline NNT_AVX512 __m512 block_table(__m512 table, float absmax, int bf16
                                             _mm512_set1_epi32(0x7f800000));
     r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
     return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* The 32 indices of 16 bytes of codes in two registers, in indices16's order: each byte's
+ * high half (shifted down) and the byte itself (its low half read by the permutes),
+ * interleaved */
+static inline NNT_AVX512 void indices32(const uint8_t *c, __m512i *first, __m512i *second)
+{
+    const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)c));
+    const __m512i hi = _mm512_srli_epi32(lo, 4);
+    const __m512i pick0 = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i pick1 = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                           24, 8);
+    *first = _mm512_permutex2var_epi32(hi, pick0, lo);
+    *second = _mm512_permutex2var_epi32(hi, pick1, lo);
 }
 
 /* Lanes 8..15 (AVX512F alone: through the 64-bit extract). */
@@ -260,10 +318,13 @@ rows_avx512_m(const int m, int64_t n, int64_t k, float alpha, const float *x,
         const float *xi = x;
         for (int64_t t = 0; t < blocks; t++, c += NNT_NF4_BLOCK / 2, xi += NNT_NF4_BLOCK) {
             const __m512 tab = block_table(table, absmax[j * blocks + t], bf16);
-            const __m512 v0 = _mm512_permutexvar_ps(indices16(c), tab);
-            const __m512 v1 = _mm512_permutexvar_ps(indices16(c + 8), tab);
-            const __m512 v2 = _mm512_permutexvar_ps(indices16(c + 16), tab);
-            const __m512 v3 = _mm512_permutexvar_ps(indices16(c + 24), tab);
+            __m512i i0, i1, i2, i3;
+            indices32(c, &i0, &i1);
+            indices32(c + 16, &i2, &i3);
+            const __m512 v0 = _mm512_permutexvar_ps(i0, tab);
+            const __m512 v1 = _mm512_permutexvar_ps(i1, tab);
+            const __m512 v2 = _mm512_permutexvar_ps(i2, tab);
+            const __m512 v3 = _mm512_permutexvar_ps(i3, tab);
             for (int r = 0; r < m; r++) {
                 const float *xr = xi + r * k;
                 lo[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), v0, lo[r]);
@@ -303,17 +364,117 @@ static NNT_AVX512 void rows_avx512(int m, int64_t n, int64_t k, float alpha, con
 }
 #endif
 
+#if NNT_CPU_X86
+/* ---- bf16 products with AVX512-BF16: the rows by bf16 dot products ---- */
+
+#define NNT_AVX512BF16BW __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
+
+static int dpbf16_rows(void)
+{
+    static int ok = -1;   /* the same answer from any thread */
+    if (ok < 0) {
+        __builtin_cpu_init();
+        ok = __builtin_cpu_supports("avx512bw");
+    }
+    return ok && nnt_cpu_avx512() == 2;
+}
+
+/* x's rows (floats holding bf16 values) as bf16 in the order rows_dpbf16_m reads them: in
+ * each block of 64, the 32 values whose place in their 16 is below 8, then the other 32,
+ * each half in order. */
+static void x_pairs(int64_t m, int64_t k, const float *x, uint16_t *x16)
+{
+    for (int64_t i = 0; i < m * k; i++) {
+        const int64_t t = i / NNT_NF4_BLOCK * NNT_NF4_BLOCK, v = i % NNT_NF4_BLOCK;
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        x16[t + (v % 16 >= 8) * 32 + v / 16 * 8 + v % 8] = (uint16_t)(u >> 16);
+    }
+}
+
+/* Up to 4 rows of x (x_pairs) against B's rows as stored (k a multiple of 64), each block's
+ * 16 values rounded to bf16 (vcvtneps2bf16) and picked by vpermw for the two values of each
+ * byte of codes side by side, summed by vdpbf16ps: two bf16 products a lane (exact in
+ * float) added in float, 32 values an instruction, in two chains a row. The sums' order is
+ * not the one-row kernels': another float rounding of the same products. */
+static inline __attribute__((always_inline)) NNT_AVX512BF16BW void
+rows_dpbf16_m(const int m, int64_t n, int64_t k, float alpha, const uint16_t *x16,
+              const uint8_t *codes, const float *absmax, float beta, float *y, int64_t ldy)
+{
+    const __m512 table = _mm512_loadu_ps(nf4_table);
+    const int64_t blocks = k / NNT_NF4_BLOCK;
+    for (int64_t j = 0; j < n; j++) {
+        __m512 even[4], odd[4];   /* row r: the values of bytes 0..3, then 4..7 of each 8 */
+        for (int r = 0; r < m; r++)
+            even[r] = odd[r] = _mm512_setzero_ps();
+        const uint8_t *c = codes + j * k / 2;
+        for (int64_t t = 0; t < blocks; t++, c += NNT_NF4_BLOCK / 2) {
+            const __m256i h = (__m256i)_mm512_cvtneps_pbh(
+                _mm512_mul_ps(table, _mm512_set1_ps(absmax[j * blocks + t])));
+            const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+            const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c));
+            const __m512i hi = _mm512_srli_epi16(w, 4);   /* a byte's first value's code */
+            /* each dword: a byte's two values; vpermw reads 5 bits of the byte (the table
+             * twice over) */
+            const __m512i v0 = _mm512_permutexvar_epi16(_mm512_unpacklo_epi16(hi, w), tab);
+            const __m512i v1 = _mm512_permutexvar_epi16(_mm512_unpackhi_epi16(hi, w), tab);
+            for (int r = 0; r < m; r++) {
+                const uint16_t *xr = x16 + r * k + t * NNT_NF4_BLOCK;
+                even[r] = _mm512_dpbf16_ps(even[r], (__m512bh)v0,
+                                           (__m512bh)_mm512_loadu_si512((const void *)xr));
+                odd[r] = _mm512_dpbf16_ps(odd[r], (__m512bh)v1,
+                                          (__m512bh)_mm512_loadu_si512((const void *)(xr + 32)));
+            }
+        }
+        for (int r = 0; r < m; r++) {
+            float s = _mm512_reduce_add_ps(_mm512_add_ps(even[r], odd[r]));
+            float *out = y + r * ldy + j;
+            *out = beta == 0.0f ? alpha * s : alpha * s + beta * *out;
+        }
+    }
+}
+
+static NNT_AVX512BF16BW void rows_dpbf16(int m, int64_t n, int64_t k, float alpha,
+                                         const uint16_t *x16, const uint8_t *codes,
+                                         const float *absmax, float beta, float *y,
+                                         int64_t ldy)
+{
+    switch (m) {
+    case 1:
+        rows_dpbf16_m(1, n, k, alpha, x16, codes, absmax, beta, y, ldy);
+        break;
+    case 2:
+        rows_dpbf16_m(2, n, k, alpha, x16, codes, absmax, beta, y, ldy);
+        break;
+    case 3:
+        rows_dpbf16_m(3, n, k, alpha, x16, codes, absmax, beta, y, ldy);
+        break;
+    default:
+        rows_dpbf16_m(4, n, k, alpha, x16, codes, absmax, beta, y, ldy);
+        break;
+    }
+}
+#endif
+
 void nnt_cpu_nf4_rows(int64_t m, int64_t n, int64_t k, float alpha, const float *x,
                       const uint8_t *b, int bits, float beta, float *y, void *buf)
 {
     const float *absmax = (const float *)(const void *)(b + n * k / 2);
     const int bf16 = bits == 7;   /* bf16 products: B's values rounded to bf16 on the way */
 #if NNT_CPU_X86
+    if (bf16 && k % NNT_NF4_BLOCK == 0 && dpbf16_rows()) {
+        uint16_t *x16 = buf;   // (m, k), x_pairs' order
+        x_pairs(m, k, x, x16);
+        for (int64_t r = 0; r < m; r += 4)
+            rows_dpbf16(m - r < 4 ? (int)(m - r) : 4, n, k, alpha, x16 + r * k, b, absmax, beta,
+                        y + r * n, n);
+        return;
+    }
     if ((bits == 0 || bf16) && k % NNT_NF4_BLOCK == 0 && nnt_cpu_avx512() > 0 &&
         nnt_cpu_isa() == NNT_CPU_ISA_AVX2) {
-        for (int64_t r = 0; r < m; r += 4)
-            rows_avx512(m - r < 4 ? (int)(m - r) : 4, n, k, alpha, x + r * k, b, absmax, bf16, beta,
-                        y + r * n, n);
+        for (int64_t r = 0; r < m; r += 4)   /* x's rows four at a time */
+            rows_avx512(m - r < 4 ? (int)(m - r) : 4, n, k, alpha, x + r * k, b, absmax,
+                        bf16, beta, y + r * n, n);
         return;
     }
 #endif

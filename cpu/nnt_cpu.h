@@ -317,15 +317,17 @@ void nnt_cpu_nf4_dequantize(int64_t n, const uint8_t *codes, const float *absmax
 /* Products with an NF4 B, a few rows at a time (generation's decode steps; cpu/nf4.c):
  * y (m, n) = alpha x (m, k) B^T + beta y, x's rows dense, y's rows n apart, B an NNT_NF4
  * tile of (n, k) values (n k / 2 bytes of codes, then n k / 64 absmax). B is dequantized a
- * group of rows at a time into buf (nnt_cpu_nf4_rows_scratch(k) bytes) and each row of x
+ * group of rows at a time into buf (nnt_cpu_nf4_rows_scratch(m, k) bytes) and each row of x
  * multiplied as a one-row product on the dequantized B would be: bits 7 (bf16 products, x
  * holding bf16 values) by nnt_cpu_gemv_bf16 on B rounded to bf16; else by nnt_cpu_gemm_f32
  * on B's floats rounded to `bits` mantissa bits (0: as they are). So one row gives the bits
  * of the product on nnt_cpu_nf4_dequantize's B, read at 4.5 bits a value (but for float
- * products without AVX2, which BLIS's gemv computes a group of rows at a time). With
- * AVX-512, bits 0 or 7 and k a multiple of 64 (whole blocks a row), the values are decoded
- * in registers, never stored; the sums are the same. beta == 0: y not read.              */
-size_t nnt_cpu_nf4_rows_scratch(int64_t k);
+ * products without AVX2, which BLIS's gemv computes a group of rows at a time). Where k is
+ * a multiple of 64 (whole blocks a row) the values are decoded in registers, never stored:
+ * with AVX-512 for bits 0 (the same sums), and for bits 7 with AVX512-BF16 by its bf16 dot
+ * products (x's and B's bf16 values, two products a lane added in float: the same products
+ * summed in another order) or else AVX-512 (the same sums). beta == 0: y not read.       */
+size_t nnt_cpu_nf4_rows_scratch(int64_t m, int64_t k);
 void nnt_cpu_nf4_rows(int64_t m, int64_t n, int64_t k, float alpha, const float *x,
                       const uint8_t *b, int bits, float beta, float *y, void *buf);
 /* How many of x's n floats bf16 cannot hold exactly (low 16 bits not all zero).          */

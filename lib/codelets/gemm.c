@@ -221,7 +221,7 @@ static int product_rows_nf4(const struct gemm_args *g, const void *a, const uint
 {
     int bits = operand_bits(g);
     size_t x_bytes = g->a_bf16 || bits ? (size_t)slot_a(g) * sizeof(float) : 0;
-    size_t bytes = x_bytes + nnt_cpu_nf4_rows_scratch(g->k);
+    size_t bytes = x_bytes + nnt_cpu_nf4_rows_scratch(g->m, g->k);
     char *ws = nnt_worker_scratch(bytes);   // A's rows (if copied), then B's rows
     if (!ws) {
         nnt_task_error("nnt_gemm", "no memory for an NF4 product's rows (%zu bytes)", bytes);

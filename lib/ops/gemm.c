@@ -1007,10 +1007,10 @@ static int nf4_rows(nnt_trans trans_a, nnt_trans trans_b, double alpha, const nn
            nnt_box_numel(d->nm, a->shape + d->a_m) <= NF4_ROWS_MAX;
 }
 
-/* The product with an NNT_NF4 B and more rows: B dequantized into a temporary of its layout (bf16 for
- * bf16 products, else floats: what bitsandbytes' compute dtype reads), one task a tile
- * before the products that read it, then released after them. The products are those of
- * the temporary (no packs kept: it is made again for each product). The dequantizing tasks
+/* The product with an NNT_NF4 B and more rows: B dequantized into a temporary of its
+ * layout (bf16 for bf16 products, else floats: what bitsandbytes' compute dtype reads), one
+ * task a tile before the products that read it, then released after them. The products are
+ * those of the temporary (no packs kept: it is made again for each product). The tasks
  * wait for A's first tile: a frozen B is ready long before its product, and a forward's
  * worth of them dequantized at once would hold the whole base in bf16 (Llama 3.1 8B: its
  * RAM peak at 20.3 GiB instead of 7.5) */
