@@ -160,32 +160,7 @@ static void block_out(const float *v, const uint8_t *c, int bf16, void *out)
 }
 
 #if NNT_CPU_X86
-/* The 16 indices of 8 bytes of codes, first value of each byte (its high half) first, for
- * _mm512_permutexvar_ps, which reads the low 4 bits of each (a low half's byte is left
- * whole) */
-static inline NNT_AVX512 __m512i indices16(const uint8_t *c)
-{
-    __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)c);
-    __m512i x = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));   /* b0 b0 b1 b1 ... */
-    const __m512i shift = _mm512_set_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-    return _mm512_srlv_epi32(x, shift);
-}
-
-static NNT_AVX512 void block_out_avx512(const float *v, const uint8_t *c, int bf16, void *out)
-{
-    const __m512 tab = _mm512_loadu_ps(v);
-    for (int k = 0; k < NNT_NF4_BLOCK / 16; k++) {
-        __m512 y = _mm512_permutexvar_ps(indices16(c + 8 * k), tab);
-        if (bf16)
-            _mm256_storeu_si256((__m256i *)(void *)((uint16_t *)out + 16 * k),
-                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(y),
-                                                                        16)));
-        else
-            _mm512_storeu_ps((float *)out + 16 * k, y);
-    }
-}
-
-/* The 8 indices of 4 bytes of codes, as indices16 */
+/* The 8 indices of 4 bytes of codes, first value of each byte (its high half) first */
 static inline NNT_AVX2 __m256i indices8(const uint8_t *c)
 {
     uint32_t word;
@@ -216,14 +191,39 @@ static NNT_AVX2 void block_out_avx2(const float *v, const uint8_t *c, int bf16, 
 }
 #endif
 
+#if NNT_CPU_X86
+#define NNT_AVX512BW __attribute__((target("avx512f,avx512bw,avx2,fma")))
+
+/* Whether the AVX-512 path may use AVX512BW's word permutes (vpermw). */
+static int avx512bw(void)
+{
+    static int ok = -1;   /* the same answer from any thread */
+    if (ok < 0) {
+        __builtin_cpu_init();
+        ok = __builtin_cpu_supports("avx512bw");
+    }
+    return ok && nnt_cpu_avx512() > 0;
+}
+
+static void dequant16_avx512bw(int64_t blocks, const uint8_t *codes, const float *absmax,
+                               uint16_t *y);
+static void dequant32_avx512(int64_t blocks, const uint8_t *codes, const float *absmax,
+                             float *y);
+#endif
+
 void nnt_cpu_nf4_dequantize(int64_t n, const uint8_t *codes, const float *absmax, void *y,
                             int y_bf16)
 {
     void (*out)(const float *, const uint8_t *, int, void *) = block_out;
 #if NNT_CPU_X86
-    if (nnt_cpu_avx512() > 0)
-        out = block_out_avx512;
-    else if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+    if (y_bf16 ? avx512bw() : nnt_cpu_avx512() > 0) {
+        if (y_bf16)
+            dequant16_avx512bw(n / NNT_NF4_BLOCK, codes, absmax, y);
+        else
+            dequant32_avx512(n / NNT_NF4_BLOCK, codes, absmax, y);
+        return;
+    }
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
         out = block_out_avx2;
 #endif
     const size_t esize = y_bf16 ? sizeof(uint16_t) : sizeof(float);
@@ -277,9 +277,8 @@ static inline NNT_AVX512 __m512 block_table(__m512 table, float absmax, int bf16
     return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
-/* The 32 indices of 16 bytes of codes in two registers, in indices16's order: each byte's
- * high half (shifted down) and the byte itself (its low half read by the permutes),
- * interleaved */
+/* The 32 indices of 16 bytes of codes in two registers, the first value of each byte (its
+ * high half, shifted down) first, then the byte itself (vpermps reads its low 4 bits) */
 static inline NNT_AVX512 void indices32(const uint8_t *c, __m512i *first, __m512i *second)
 {
     const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)c));
@@ -289,6 +288,48 @@ static inline NNT_AVX512 void indices32(const uint8_t *c, __m512i *first, __m512
                                            24, 8);
     *first = _mm512_permutex2var_epi32(hi, pick0, lo);
     *second = _mm512_permutex2var_epi32(hi, pick1, lo);
+}
+
+/* nnt_cpu_nf4_dequantize to bf16 with AVX512BW: each block's 16 values (block_table) as
+ * bf16 twice over in one register, each byte's two values picked by one vpermw (it reads 5
+ * bits of the byte), the 128-bit quarters put back in order. */
+static NNT_AVX512BW void dequant16_avx512bw(int64_t blocks, const uint8_t *codes,
+                                            const float *absmax, uint16_t *y)
+{
+    const __m512 table = _mm512_loadu_ps(nf4_table);
+    const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+    const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+    for (int64_t b = 0; b < blocks; b++) {
+        const __m256i h = _mm512_cvtepi32_epi16(
+            _mm512_srli_epi32(_mm512_castps_si512(block_table(table, absmax[b], 1)), 16));
+        const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+        const __m512i w = _mm512_cvtepu8_epi16(
+            _mm256_loadu_si256((const __m256i *)(const void *)(codes + 32 * b)));
+        const __m512i hi = _mm512_srli_epi16(w, 4);
+        /* quarter q of v0: bytes 8q..8q+3 (values 16q..16q+7); of v1: the next 4 bytes */
+        const __m512i v0 = _mm512_permutexvar_epi16(_mm512_unpacklo_epi16(hi, w), tab);
+        const __m512i v1 = _mm512_permutexvar_epi16(_mm512_unpackhi_epi16(hi, w), tab);
+        _mm512_storeu_si512((void *)(y + 64 * b), _mm512_permutex2var_epi64(v0, first, v1));
+        _mm512_storeu_si512((void *)(y + 64 * b + 32), _mm512_permutex2var_epi64(v0, second, v1));
+    }
+}
+
+/* nnt_cpu_nf4_dequantize to floats with AVX-512: each block's 16 values (block_table) in a
+ * register, picked by vpermps. */
+static NNT_AVX512 void dequant32_avx512(int64_t blocks, const uint8_t *codes,
+                                       const float *absmax, float *y)
+{
+    const __m512 table = _mm512_loadu_ps(nf4_table);
+    for (int64_t b = 0; b < blocks; b++) {
+        const __m512 tab = block_table(table, absmax[b], 0);
+        __m512i i0, i1, i2, i3;
+        indices32(codes + 32 * b, &i0, &i1);
+        indices32(codes + 32 * b + 16, &i2, &i3);
+        _mm512_storeu_ps(y + 64 * b, _mm512_permutexvar_ps(i0, tab));
+        _mm512_storeu_ps(y + 64 * b + 16, _mm512_permutexvar_ps(i1, tab));
+        _mm512_storeu_ps(y + 64 * b + 32, _mm512_permutexvar_ps(i2, tab));
+        _mm512_storeu_ps(y + 64 * b + 48, _mm512_permutexvar_ps(i3, tab));
+    }
 }
 
 /* Lanes 8..15 (AVX512F alone: through the 64-bit extract). */
@@ -371,12 +412,7 @@ static NNT_AVX512 void rows_avx512(int m, int64_t n, int64_t k, float alpha, con
 
 static int dpbf16_rows(void)
 {
-    static int ok = -1;   /* the same answer from any thread */
-    if (ok < 0) {
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx512bw");
-    }
-    return ok && nnt_cpu_avx512() == 2;
+    return avx512bw() && nnt_cpu_avx512() == 2;
 }
 
 /* x's rows (floats holding bf16 values) as bf16 in the order rows_dpbf16_m reads them: in
