@@ -350,6 +350,8 @@ harmony_call_kept|lib/data/sft.c|s@    s->call = NULL;   /\*@    (void)0;   /*@|
 nf4_tie_upper|cpu/nf4.c|s@        q += x > mid\[i\];@        q += x >= mid[i];@|NF4: a value on a midpoint quantized to the upper code (bitsandbytes takes the lower)
 nf4_divide|cpu/nf4.c|s@float s0 = x\[i\] \* inv, s1 = x\[i + 1\] \* inv;@float s0 = x[i] / absmax, s1 = x[i + 1] / absmax;@|NF4: values divided by the absmax (bitsandbytes multiplies by its reciprocal, clamped)
 nf4_dequant_high_half_lost|cpu/nf4.c|s@        o\[2 \* i\] = v\[c\[i\] >> 4\];@        o[2 * i] = v[c[i] \& 15];@|NF4 dequantized to floats (portable kernel): the first value of a byte read from its low half
+nf4_avx512_quantize_tie_upper|cpu/nf4.c|s@_mm512_cmp_ps_mask(sc, mv\[i\], _CMP_GT_OQ)@_mm512_cmp_ps_mask(sc, mv[i], _CMP_GE_OQ)@|NF4 quantized (AVX-512): a value on a midpoint given the upper code
+nf4_avx512_absmax_nan|cpu/nf4.c|s@        m = _mm512_max_ps(_mm512_abs_ps(v\[h\]), m);@        m = _mm512_max_ps(m, _mm512_abs_ps(v[h]));@|NF4 quantized (AVX-512): a NaN taken as the block absmax (the scalar compare passes over it)
 nf4_avx512_halves_swapped|cpu/nf4.c|s@    \*first = _mm512_permutex2var_epi32(hi, pick0, lo);@    *first = _mm512_permutex2var_epi32(lo, pick0, hi);@|NF4 dequantized and multiplied (AVX-512): the two values of a byte in the wrong order
 nf4_avx2_upper_table_lost|cpu/nf4.c|s@_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7))@_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(15))@|NF4 dequantized (AVX2): codes 8 to 15 read from the table of codes 0 to 7
 nf4_gemm_bf16_always|lib/ops/gemm.c|s@nnt_dtype dt = c->ctx->precision == NNT_PRECISION_BF16 ? NNT_BF16 : NNT_FP32;@nnt_dtype dt = NNT_BF16;@|NF4 products: B dequantized to bf16 for float products too

@@ -3602,7 +3602,7 @@ END_TEST
 
 /* nnt_cpu_nf4_quantize with AVX-512 (where the CPU has it) gives the portable code's bytes
  * and absmax: blocks of normal values at 7 scales, one with values on every midpoint and
- * a float either side, zeros, subnormals under the 1e-38 clamp, a NaN, an infinity, -0. */
+ * a float either side, zeros, subnormals under the 1e-38 clamp, NaNs, an infinity, -0. */
 START_TEST(test_nf4_quantize_paths)
 {
     enum { NB = 16, N = NB * 64 };
@@ -3621,7 +3621,9 @@ START_TEST(test_nf4_quantize_paths)
     x[64 * 7 + 63] = 1.0f;
     for (int i = 0; i < 64; i++)
         x[64 * 8 + i] = 0.0f;
-    x[64 * 9 + 5] = NAN;
+    x[64 * 9 + 5] = NAN;   /* early and late in their blocks: a maximum may keep either */
+    x[64 * 12 + 51] = NAN;
+    x[64 * 13 + 63] = NAN;
     x[64 * 10 + 17] = INFINITY;
     x[64 * 11 + 1] = -0.0f;
     for (int path = 0; path < 2; path++) {   /* this pass's path, then the portable code */
