@@ -213,9 +213,10 @@ static int product_packed(const struct gemm_args *g, const float *a, const void 
 }
 
 /* The product on an NF4 B tile as it is: A's rows rounded to the task's precision (or
- * expanded from bf16) into the worker's scratch, B dequantized a group of rows at a time
- * after them (nnt_cpu_nf4_rows: one row gets the bits of the product on the dequantized B
- * that the NF4 products of many rows multiply). 0, or -1 (no scratch: reported). */
+ * expanded from bf16) into the worker's scratch, then nnt_cpu_nf4_rows (its scratch after
+ * them): each row as a one-row product on B dequantized would be (the same bits; the same
+ * products in another order with AVX512-BF16's dot products). 0, or -1 (no scratch:
+ * reported). */
 static int product_rows_nf4(const struct gemm_args *g, const void *a, const uint8_t *b,
                             float *c)
 {
