@@ -220,16 +220,9 @@ static int use_avx2(void)
  * 0.109 ns a float 8 a step, 0.073 16 a step, 0.03 by the instruction. */
 static NNT_AVX512 int64_t to_bf16_avx512(int64_t n, const float *x, uint16_t *y)
 {
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
-    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-    const __m512i inf = _mm512_set1_epi32(0x7f800000), quiet = _mm512_set1_epi32(0x00400000);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512i u = _mm512_loadu_si512((const void *)(x + i));
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-        __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, half), lsb);
-        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, magnitude), inf);
-        r = _mm512_mask_or_epi32(r, nan, u, quiet);   /* NaN: its bits, made quiet */
+        __m512i r = nnt_avx512_round_bf16(_mm512_loadu_si512((const void *)(x + i)));
         _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
     }
     return i;

@@ -268,12 +268,7 @@ static inline NNT_AVX512 __m512 block_table(__m512 table, float absmax, int bf16
     __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(absmax));
     if (!bf16)
         return v;
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+    __m512i r = nnt_avx512_round_bf16(_mm512_castps_si512(v));
     return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
@@ -290,9 +285,27 @@ static inline NNT_AVX512 void indices32(const uint8_t *c, __m512i *first, __m512
     *second = _mm512_permutex2var_epi32(hi, pick1, lo);
 }
 
+/* A block's 16 bf16 values (h) twice over in one register: vpermw reads 5 bits of an index */
+static inline NNT_AVX512BW __m512i table16(__m256i h)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+}
+
+/* A block's 64 values from its 32 bytes of codes c and table16's tab, a byte's two values
+ * side by side in a dword (one vpermw on the byte's high half and the byte itself): the
+ * quarter q of *v0 holds the values of bytes 8q..8q+3 (values 16q..16q+7), of *v1 those of
+ * bytes 8q+4..8q+7. */
+static inline NNT_AVX512BW void byte_pairs16(__m512i tab, const uint8_t *c, __m512i *v0,
+                                             __m512i *v1)
+{
+    const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c));
+    const __m512i hi = _mm512_srli_epi16(w, 4);   /* a byte's first value's code */
+    *v0 = _mm512_permutexvar_epi16(_mm512_unpacklo_epi16(hi, w), tab);
+    *v1 = _mm512_permutexvar_epi16(_mm512_unpackhi_epi16(hi, w), tab);
+}
+
 /* nnt_cpu_nf4_dequantize to bf16 with AVX512BW: each block's 16 values (block_table) as
- * bf16 twice over in one register, each byte's two values picked by one vpermw (it reads 5
- * bits of the byte), the 128-bit quarters put back in order. */
+ * bf16, its bytes' value pairs (byte_pairs16), the 128-bit quarters put back in order. */
 static NNT_AVX512BW void dequant16_avx512bw(int64_t blocks, const uint8_t *codes,
                                             const float *absmax, uint16_t *y)
 {
@@ -302,13 +315,8 @@ static NNT_AVX512BW void dequant16_avx512bw(int64_t blocks, const uint8_t *codes
     for (int64_t b = 0; b < blocks; b++) {
         const __m256i h = _mm512_cvtepi32_epi16(
             _mm512_srli_epi32(_mm512_castps_si512(block_table(table, absmax[b], 1)), 16));
-        const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-        const __m512i w = _mm512_cvtepu8_epi16(
-            _mm256_loadu_si256((const __m256i *)(const void *)(codes + 32 * b)));
-        const __m512i hi = _mm512_srli_epi16(w, 4);
-        /* quarter q of v0: bytes 8q..8q+3 (values 16q..16q+7); of v1: the next 4 bytes */
-        const __m512i v0 = _mm512_permutexvar_epi16(_mm512_unpacklo_epi16(hi, w), tab);
-        const __m512i v1 = _mm512_permutexvar_epi16(_mm512_unpackhi_epi16(hi, w), tab);
+        __m512i v0, v1;
+        byte_pairs16(table16(h), codes + 32 * b, &v0, &v1);
         _mm512_storeu_si512((void *)(y + 64 * b), _mm512_permutex2var_epi64(v0, first, v1));
         _mm512_storeu_si512((void *)(y + 64 * b + 32), _mm512_permutex2var_epi64(v0, second, v1));
     }
@@ -330,12 +338,6 @@ static NNT_AVX512 void dequant32_avx512(int64_t blocks, const uint8_t *codes,
         _mm512_storeu_ps(y + 64 * b + 32, _mm512_permutexvar_ps(i2, tab));
         _mm512_storeu_ps(y + 64 * b + 48, _mm512_permutexvar_ps(i3, tab));
     }
-}
-
-/* Lanes 8..15 (AVX512F alone: through the 64-bit extract). */
-static inline NNT_AVX512 __m256 upper8(__m512 v)
-{
-    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
 /* Up to 4 rows of x against B's rows as stored (k a multiple of 64, so a row is whole
@@ -375,8 +377,8 @@ rows_avx512_m(const int m, int64_t n, int64_t k, float alpha, const float *x,
             }
         }
         for (int r = 0; r < m; r++) {
-            __m256 s01 = _mm256_add_ps(_mm512_castps512_ps256(lo[r]), upper8(lo[r]));
-            __m256 s23 = _mm256_add_ps(_mm512_castps512_ps256(hi[r]), upper8(hi[r]));
+            __m256 s01 = _mm256_add_ps(_mm512_castps512_ps256(lo[r]), nnt_avx512_upper(lo[r]));
+            __m256 s23 = _mm256_add_ps(_mm512_castps512_ps256(hi[r]), nnt_avx512_upper(hi[r]));
             float s = nnt_avx2_hsum(_mm256_add_ps(s01, s23));
             float *out = y + r * ldy + j;
             *out = beta == 0.0f ? alpha * s : alpha * s + beta * *out;
@@ -447,13 +449,8 @@ rows_dpbf16_m(const int m, int64_t n, int64_t k, float alpha, const uint16_t *x1
         for (int64_t t = 0; t < blocks; t++, c += NNT_NF4_BLOCK / 2) {
             const __m256i h = (__m256i)_mm512_cvtneps_pbh(
                 _mm512_mul_ps(table, _mm512_set1_ps(absmax[j * blocks + t])));
-            const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-            const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c));
-            const __m512i hi = _mm512_srli_epi16(w, 4);   /* a byte's first value's code */
-            /* each dword: a byte's two values; vpermw reads 5 bits of the byte (the table
-             * twice over) */
-            const __m512i v0 = _mm512_permutexvar_epi16(_mm512_unpacklo_epi16(hi, w), tab);
-            const __m512i v1 = _mm512_permutexvar_epi16(_mm512_unpackhi_epi16(hi, w), tab);
+            __m512i v0, v1;   /* each dword: a byte's two values */
+            byte_pairs16(table16(h), c, &v0, &v1);
             for (int r = 0; r < m; r++) {
                 const uint16_t *xr = x16 + r * k + t * NNT_NF4_BLOCK;
                 even[r] = _mm512_dpbf16_ps(even[r], (__m512bh)v0,
@@ -506,8 +503,7 @@ void nnt_cpu_nf4_rows(int64_t m, int64_t n, int64_t k, float alpha, const float 
                         y + r * n, n);
         return;
     }
-    if ((bits == 0 || bf16) && k % NNT_NF4_BLOCK == 0 && nnt_cpu_avx512() > 0 &&
-        nnt_cpu_isa() == NNT_CPU_ISA_AVX2) {
+    if ((bits == 0 || bf16) && k % NNT_NF4_BLOCK == 0 && nnt_cpu_avx512() > 0) {
         for (int64_t r = 0; r < m; r += 4)   /* x's rows four at a time */
             rows_avx512(m - r < 4 ? (int)(m - r) : 4, n, k, alpha, x + r * k, b, absmax,
                         bf16, beta, y + r * n, n);

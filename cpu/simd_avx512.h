@@ -53,6 +53,18 @@ static inline NNT_AVX512 __mmask16 nnt_avx512_mask(int64_t n, int up)
     return (__mmask16)(((1u << n) - 1u) << up);
 }
 
+/* 16 floats' bits rounded to bf16 as nnt_cpu_f32_to_bf16 rounds them (the half added with
+ * the kept part's lowest bit; a NaN keeps its bits, made quiet): each lane's bf16 in its
+ * upper 16 bits, the lower 16 not cleared */
+static inline NNT_AVX512 __m512i nnt_avx512_round_bf16(__m512i u)
+{
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+}
+
 /* the upper 8 lanes of v */
 static inline NNT_AVX512 __m256 nnt_avx512_upper(__m512 v)
 {

@@ -413,6 +413,19 @@ static int checkpoint_options(const opts *o, char **trained)
     return 0;
 }
 
+/* --quantize nf4: the model of cfg built empty, its matrices frozen in NF4, then read from
+ * source (never held whole in fp32). */
+static int load_nf4(nnt_ctx *ctx, const char *source, const nnt_model_config *cfg, int64_t seq,
+                    nnt_layer **model)
+{
+    int rc = nnt_model_create_empty(ctx, cfg, 1, seq, NULL, model);
+    if (rc == 0)
+        rc = nnt_layer_freeze(*model, "*", NNT_FREEZE_NF4, NULL);
+    if (rc == 0)
+        rc = nnt_model_read_hf(*model, source);
+    return rc;
+}
+
 /* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for one sequence of
  * T tokens, at most its context; a checkpoint at its whole context (the window of generation;
  * memory follows the tokens decoded). */
@@ -427,13 +440,11 @@ static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
         return 1;
     }
     int rc = nnt_model_source_config(ctx, source, &cfg);
-    int64_t seq = o->checkpoint || T > cfg.max_seq ? cfg.max_seq : T;
-    if (rc == 0 && o->quantize)   /* built empty, its matrices frozen in NF4, then read */
-        rc = nnt_model_create_empty(ctx, &cfg, 1, seq, NULL, model);
-    if (rc == 0 && o->quantize && (rc = nnt_layer_freeze(*model, "*", NNT_FREEZE_NF4, NULL)) == 0)
-        rc = nnt_model_read_hf(*model, source);
-    else if (rc == 0 && !o->quantize)
-        rc = nnt_model_open(ctx, source, NULL, 1, seq, NULL, 0, model);
+    if (rc == 0) {
+        int64_t seq = o->checkpoint || T > cfg.max_seq ? cfg.max_seq : T;
+        rc = o->quantize ? load_nf4(ctx, source, &cfg, seq, model)
+                         : nnt_model_open(ctx, source, NULL, 1, seq, NULL, 0, model);
+    }
     if (rc)
         return lib_error(option, rc);
     if (o->adapter && (rc = nnt_model_load_peft(*model, o->adapter)))

@@ -202,7 +202,8 @@ START_TEST(test_gemm_rows)
     nnt_tensor *x = make(NNT_FP32, 3, K, (int64_t[]){3, tl[3]});
     EXPECT_OK(nnt_tensor_fill_normal(x, 13, 0.0, 1.0));
     float *xs = test_to_host(x, NULL);
-    const char *table = (test_make_tmpdir("nf4-rows"), test_tmp_path("table.txt"));
+    test_make_tmpdir("nf4-rows");
+    const char *table = test_tmp_path("table.txt");
     float *row[3][2];   /* each row of x alone: NF4 W, dequantized W */
     for (int r = 0; r < 3; r++) {
         nnt_tensor *x1 = make(NNT_FP32, 1, K, (int64_t[]){1, tl[3]});
