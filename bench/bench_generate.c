@@ -6,12 +6,17 @@
  * Usage: bench_generate [--model PRESET] [--prompt N] [--new N] [--cpus N] [--no-cache]
  *                       [--rounds N] [--seed S] [--tile-channels N] [--tile-hidden N]
  *                       [--precision fp32|tf32|bf16] [--freeze none|bf16|fp32|nf4]
+ *                       [--samples N] [--temperature T] [--top-k K]
  * Defaults: gpt2, prompt 64 random ids, 128 new tokens (greedy), 2 CPU workers, the cache, one
  * untimed warm-up generation of 8 tokens, then 1 timed round. Prints per round the time of
  * the whole call (prefill included) and new tokens / s, and the first new ids (so that runs
  * with and without the cache can be compared). --freeze freezes every parameter after the
  * init (nnt_layer_freeze): bf16 NNT_FREEZE (the matrices in bf16 under bf16 products), fp32
- * NNT_FREEZE_KEEP_FP32, nf4 NNT_FREEZE_NF4 (the matrices in NF4, QLoRA's base). */
+ * NNT_FREEZE_KEEP_FP32, nf4 NNT_FREEZE_NF4 (the matrices in NF4, QLoRA's base).
+ * --samples N (N > 1): each round times N sequences side by side (nnt_model_generate_n) and
+ * then the same N one after another (nnt_model_generate with seeds S + r), and prints both
+ * rates (new tokens of all sequences a second) and their ratio. --temperature (default 0:
+ * greedy) and --top-k (default 40) choose the sampling. */
 #include <nnt.h>
 
 #include <stdio.h>
@@ -36,7 +41,9 @@ static int fail(const char *what, int rc)
 int main(int argc, char **argv)
 {
     const char *preset = "gpt2";
-    long nprompt = 64, ngen = 128, cpus = 2, rounds = 1, no_cache = 0, seed = 1;
+    long nprompt = 64, ngen = 128, cpus = 2, rounds = 1, no_cache = 0, seed = 1, nseq = 1;
+    long top_k = 40;
+    double temperature = 0.0;
     const char *precision = "fp32", *freeze = "none";
     nnt_tiling tl = NNT_TILING_INIT;
     for (int i = 1; i < argc; i++) {
@@ -60,6 +67,9 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--tile-hidden")) tl.hidden = atol(v);
         else if (!strcmp(k, "--precision")) precision = v;
         else if (!strcmp(k, "--freeze")) freeze = v;
+        else if (!strcmp(k, "--samples")) nseq = atol(v);
+        else if (!strcmp(k, "--temperature")) temperature = atof(v);
+        else if (!strcmp(k, "--top-k")) top_k = atol(v);
         else {
             fprintf(stderr, "bench_generate: unknown option %s\n", k);
             return 2;
@@ -82,8 +92,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_generate: --freeze %s: use none, bf16, fp32 or nf4\n", freeze);
         return 2;
     }
-    if (nprompt < 1 || ngen < 1 || rounds < 1) {
-        fprintf(stderr, "bench_generate: --prompt, --new and --rounds must be >= 1\n");
+    if (nprompt < 1 || ngen < 1 || rounds < 1 || nseq < 1) {
+        fprintf(stderr, "bench_generate: --prompt, --new, --rounds and --samples must be "
+                ">= 1\n");
         return 2;
     }
     nnt_model_config cfg;
@@ -109,26 +120,40 @@ int main(int argc, char **argv)
     if (fi > 0 && (rc = nnt_layer_freeze(model, "*", fi, NULL)))
         return fail("nnt_layer_freeze", rc);
     int32_t *prompt = malloc((size_t)nprompt * sizeof *prompt);
-    int32_t *out = malloc((size_t)ngen * sizeof *out);
+    int32_t *out = malloc((size_t)(ngen * nseq) * sizeof *out);
     srand((unsigned)seed);
     for (long i = 0; i < nprompt; i++)
         prompt[i] = (int32_t)(rand() % cfg.vocab);
     nnt_sampling s = NNT_SAMPLING_INIT;
-    s.temperature = 0.0;   /* greedy */
+    s.temperature = temperature;
+    s.top_k = top_k;
     s.no_cache = (int)no_cache;
-    if ((rc = nnt_model_generate(model, prompt, nprompt, ngen < 8 ? ngen : 8, &s, out)))
-        return fail("nnt_model_generate (warm-up)", rc);
-    printf("# %s, prompt %ld, %ld new tokens, greedy, %ld CPU workers, %s, %s products, "
-           "frozen: %s\n", preset, nprompt, ngen, cpus,
-           no_cache ? "no cache" : "key/value cache", precision, freeze);
+    if ((rc = nnt_model_generate_n(model, prompt, nprompt, nseq, ngen < 8 ? ngen : 8, &s, out)))
+        return fail("nnt_model_generate_n (warm-up)", rc);
+    printf("# %s, prompt %ld, %ld new tokens, %ld sequences, temperature %g top_k %ld, %ld CPU "
+           "workers, %s, %s products, frozen: %s\n", preset, nprompt, ngen, nseq, temperature,
+           top_k, cpus, no_cache ? "no cache" : "key/value cache", precision, freeze);
     for (long r = 0; r < rounds; r++) {
         double t0 = now();
-        if ((rc = nnt_model_generate(model, prompt, nprompt, ngen, &s, out)))
-            return fail("nnt_model_generate", rc);
+        if ((rc = nnt_model_generate_n(model, prompt, nprompt, nseq, ngen, &s, out)))
+            return fail("nnt_model_generate_n", rc);
         double dt = now() - t0;
-        printf("round %ld: %.3f s, %.2f tokens/s; first ids", r + 1, dt, (double)ngen / dt);
+        printf("round %ld: %.3f s, %.2f tokens/s; first ids", r + 1, dt,
+               (double)(ngen * nseq) / dt);
         for (long i = 0; i < ngen && i < 8; i++)
             printf(" %d", (int)out[i]);
+        if (nseq > 1) {   /* the same sequences one after another */
+            nnt_sampling one = s;
+            double t1 = now();
+            for (long q = 0; q < nseq; q++) {
+                one.seed = s.seed + (uint64_t)q;
+                if ((rc = nnt_model_generate(model, prompt, nprompt, ngen, &one, out)))
+                    return fail("nnt_model_generate", rc);
+            }
+            double dt1 = now() - t1;
+            printf("; one at a time %.3f s, %.2f tokens/s; side by side / one at a time %.2fx",
+                   dt1, (double)(ngen * nseq) / dt1, dt1 / dt);
+        }
         printf("\n");
     }
     free(prompt);

@@ -12,7 +12,9 @@
 # PROMPT, NEW, ROUNDS, SKIP_NO_CACHE=1, FREEZES (default "none"): with "nf4", nnt's model is
 # frozen in NF4 (bench_generate --freeze nf4) and transformers' loaded by bitsandbytes in 4
 # bits (generate_hf.py's nf4 / nf4-bf16: compute in the precision); with "bf16", nnt's
-# frozen (its matrices in bf16 under bf16 products; transformers' as for none).
+# frozen (its matrices in bf16 under bf16 products; transformers' as for none). SAMPLES
+# (default 1): that many sequences of the prompt side by side (bench_generate --samples, which
+# also times them one after another; transformers' generate on a batch of as many copies).
 # Results go to bench/RESULTS-generate.md by hand.
 set -eu
 py=${1:-/tmp/venv-torch/bin/python}
@@ -37,7 +39,8 @@ for r in $(seq 1 "$rounds"); do
           for f in ${FREEZES:-none}; do
             echo "## round $r: $m $p frozen $f (load $(cut -d' ' -f1 /proc/loadavg))"
             bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" --cpus "$threads" \
-                --precision "$p" --freeze "$f" | sed -n "s/^round 1/nnt cache $m $p $f/p"
+                --precision "$p" --freeze "$f" --samples "${SAMPLES:-1}" |
+                sed -n "s/^round 1/nnt cache $m $p $f/p"
             if [ "$r" = 1 ] && [ "${SKIP_NO_CACHE:-0}" != 1 ]; then
                 bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" \
                     --cpus "$threads" --precision "$p" --freeze "$f" --no-cache |
@@ -45,7 +48,8 @@ for r in $(seq 1 "$rounds"); do
             fi
             hf=$p
             [ "$f" = nf4 ] && { [ "$p" = bf16 ] && hf=nf4-bf16 || hf=nf4; }
-            "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads" "$hf" 2>/dev/null |
+            "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads" "$hf" "${SAMPLES:-1}" \
+                2>/dev/null |
                 grep '^hf'
           done
         done

@@ -30,6 +30,7 @@ typedef struct opts {
     char *model_dir, *trained_tokenizer;    /* a checkpoint's Hugging Face directory and
                                                tokenizer.json, as its run recorded them */
     int64_t max_new, top_k, seed, cpus;
+    int64_t num_samples;                    /* --num-samples: sequences side by side */
     double temperature, top_p;
     int tokenizer;                          /* TOK_*, -1: not given          */
     int precision;                          /* nnt_precision                 */
@@ -98,6 +99,10 @@ static const cli_option table[] = {
     OPT_REAL("top-p", top_p, 0, 1, "1", CLI_OPEN_MIN, "P", "the most likely tokens of "
              "probability P at least (default 1)"),
     OPT_INT("seed", seed, 0, CLI_BIG, "0", 0, "S", "sampling seed (default 0)"),
+    OPT_INT("num-samples", num_samples, 1, 4096, "1", 0, "N",
+            "N continuations of the prompt generated side by\nside (one batch: the weights "
+            "read once a step),\nsample r (from 0) with seed S + r; printed one\nafter "
+            "another when all are done (default 1)"),
     OPT_STR("eos", eos, "auto", 0, "IDS", "stop after any of these ids (comma-separated);\n"
             "none (or -1): never; default auto: the --load-hf\ndirectory's (its "
             "generation_config.json's\neos_token_id, else config.json's; a checkpoint's:\n"
@@ -452,12 +457,9 @@ static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
     return 0;
 }
 
-/* Generate and stream the new tokens (text through tok, or ids). */
-static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const int32_t *prompt,
-                    size_t nprompt, const int32_t *eos, size_t neos)
+/* The sampling settings of the options, eos the ids that stop */
+static nnt_sampling sampling_of(const opts *o, const int32_t *eos, size_t neos)
 {
-    int32_t *out = malloc(((size_t)o->max_new + 1) * sizeof *out);
-    int32_t *ids = malloc((nprompt + (size_t)o->max_new + 1) * sizeof *ids);
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.temperature = o->temperature;
     s.top_k = o->top_k;
@@ -466,39 +468,116 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
     s.eos_ids = eos;
     s.n_eos_ids = (int64_t)neos;
     s.no_cache = o->no_cache;
+    return s;
+}
+
+/* A stream over ids (room for the prompt and the new tokens), the prompt written first as
+ * nnt-train's sample does (--chat: the answer alone) */
+static stream stream_start(const opts *o, const nnt_tokenizer *tok, int32_t *ids,
+                           const int32_t *prompt, size_t nprompt)
+{
     stream st = {o->print_ids ? NULL : tok, ids, 0, 0, 0, NULL, 0, isatty(STDOUT_FILENO), 0};
-    /* the prompt first, as nnt-train's sample (--chat: the answer alone) */
-    if (ids && st.tok && !o->continuation_only && !o->chat) {
+    if (st.tok && !o->continuation_only && !o->chat) {
         memcpy(st.ids, prompt, nprompt * sizeof *prompt);
         st.n = nprompt;
         decode_and_write(&st);
     }
-    s.on_token = print_token;
-    s.on_token_arg = &st;
-    int status = 0, rc = 0;
+    return st;
+}
+
+/* The end of a stream's output: a character left incomplete (its bytes, escaped), the line's
+ * end; 0, or 1 when a decode failed (reported). */
+static int stream_end(stream *st, int ended_line)
+{
+    if (st->tok && st->printed < st->len)
+        write_text(st, 1);
+    if (ended_line)
+        printf("\n");
+    int status = st->failed ? lib_error("nnt_tokenizer_decode", st->failed) : 0;
+    free(st->text);
+    st->text = NULL;
+    return status;
+}
+
+static void note_past_context(const opts *o, nnt_layer *model, size_t nprompt)
+{
     nnt_model_config cfg;
     if (nnt_model_config_of(model, &cfg) == 0 && (int64_t)nprompt + o->max_new > cfg.max_seq)
         fprintf(stderr, "nnt-generate: note: the prompt and the new tokens (%lld) exceed the "
                 "model's context (%lld): past it, each token sees the last %lld (a sliding "
                 "window)\n", (long long)nprompt + o->max_new, (long long)cfg.max_seq,
                 (long long)cfg.max_seq);
+}
+
+/* Generate and stream the new tokens (text through tok, or ids). */
+static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const int32_t *prompt,
+                    size_t nprompt, const int32_t *eos, size_t neos)
+{
+    int32_t *out = malloc(((size_t)o->max_new + 1) * sizeof *out);
+    int32_t *ids = malloc((nprompt + (size_t)o->max_new + 1) * sizeof *ids);
+    nnt_sampling s = sampling_of(o, eos, neos);
+    if (!out || !ids) {
+        free(out);
+        free(ids);
+        return lib_error("out of memory", NNT_E_NOMEM);
+    }
+    stream st = stream_start(o, tok, ids, prompt, nprompt);
+    s.on_token = print_token;
+    s.on_token_arg = &st;
+    int status = 0, rc = 0;
+    note_past_context(o, model, nprompt);
+    if ((rc = nnt_model_generate(model, prompt, (int64_t)nprompt, o->max_new, &s, out)))
+        status = lib_error("nnt_model_generate", rc);
+    int decode_status = stream_end(&st, st.n || !rc);   /* the tokens came as they were made */
+    free(ids);
+    free(out);
+    return status ? status : decode_status;
+}
+
+static int is_eos_id(int32_t token, const int32_t *eos, size_t neos)
+{
+    for (size_t k = 0; k < neos; k++)
+        if (token == eos[k])
+            return 1;
+    return 0;
+}
+
+/* --num-samples N > 1: the N sequences generated side by side (nnt_model_generate_n), then
+ * each printed as one sequence alone is (up to its eos, which is printed), text under a line
+ * "--- sample R of N ---", ids a line each. */
+static int generate_samples(const opts *o, nnt_layer *model, nnt_tokenizer *tok,
+                            const int32_t *prompt, size_t nprompt, const int32_t *eos,
+                            size_t neos)
+{
+    size_t nseq = (size_t)o->num_samples, ngen = (size_t)o->max_new;
+    int32_t *out = malloc((nseq * ngen + 1) * sizeof *out);
+    int32_t *ids = malloc((nprompt + ngen + 1) * sizeof *ids);
+    nnt_sampling s = sampling_of(o, eos, neos);
+    int status = 0, rc = 0;
     if (!out || !ids)
         status = lib_error("out of memory", NNT_E_NOMEM);
-    else if ((rc = nnt_model_generate(model, prompt, (int64_t)nprompt, o->max_new, &s, out)))
-        status = lib_error("nnt_model_generate", rc);
-    if (st.tok && st.printed < st.len)
-        write_text(&st, 1);   /* a character left incomplete: its bytes, escaped */
-    if (out && ids && (st.n || !rc))   /* the tokens are printed as they come */
-        printf("\n");
-    if (status == 0 && st.failed)
-        status = lib_error("nnt_tokenizer_decode", st.failed);
-    free(st.text);
+    if (status == 0) {
+        note_past_context(o, model, nprompt);
+        if ((rc = nnt_model_generate_n(model, prompt, (int64_t)nprompt, (int64_t)nseq,
+                                       (int64_t)ngen, &s, out)))
+            status = lib_error("nnt_model_generate_n", rc);
+    }
+    for (size_t r = 0; r < nseq && status == 0; r++) {
+        if (!o->print_ids && tok)
+            printf("--- sample %zu of %zu ---\n", r + 1, nseq);
+        stream st = stream_start(o, tok, ids, prompt, nprompt);
+        for (size_t j = 0; j < ngen; j++) {
+            print_token(&st, (int64_t)j, out[r * ngen + j]);
+            if (is_eos_id(out[r * ngen + j], eos, neos))
+                break;
+        }
+        status = stream_end(&st, 1);
+    }
     free(ids);
     free(out);
     return status;
 }
 
-/* text[0, n) into b as a JSON string's contents */
 static void json_escaped(char *b, size_t *k, const char *text, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -640,7 +719,8 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = eos_ids(&o, cfg.vocab, &eos, &neos);
     if (rc == 0)
-        rc = generate(&o, model, tok, prompt, nprompt, eos, neos);
+        rc = o.num_samples > 1 ? generate_samples(&o, model, tok, prompt, nprompt, eos, neos)
+                               : generate(&o, model, tok, prompt, nprompt, eos, neos);
     free(prompt);
     free(eos);
     free(o.prompt_buf);

@@ -1569,6 +1569,17 @@ typedef struct nnt_sampling {
  * are untouched. */
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                int64_t ngen, const nnt_sampling *s, int32_t *out);
+/* nseq continuations of one prompt generated side by side, out (nseq, ngen): sequence r's
+ * tokens at out[r * ngen ..], those nnt_model_generate gives with s's seed + r (up to the
+ * rounding of products over nseq rows instead of one: a greedy choice between two logits
+ * within about 1e-6 may differ). The prompt's forward runs once, its keys and values are
+ * copied to every sequence, then each step is one forward of nseq tokens (the weights read
+ * once for all of them). A sequence that ends (eos) has the rest of its row set to its eos
+ * and is computed no further; on_token, if set, gets i = r * ngen + j (the index in out) for
+ * token j of sequence r, the sequences of a step in order. nseq 1 is nnt_model_generate. */
+NNT_API int nnt_model_generate_n(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
+                                 int64_t nseq, int64_t ngen, const nnt_sampling *s,
+                                 int32_t *out);
 /* Text in, text out: prompt (UTF-8, encoded by tok; at least one token) continued by ngen
  * tokens as nnt_model_generate continues it, and the whole sequence decoded into *text
  * (malloc'd, NUL-terminated: free() it; *len, when len is not NULL, its length, which counts

@@ -963,6 +963,23 @@ public:
     {
         return generate(span<const std::int32_t>(prompt.begin(), prompt.size()), ngen, s);
     }
+    /* nseq continuations of the prompt side by side (nnt_model_generate_n): one vector of
+     * ngen tokens a sequence, sequence r with s's seed + r. */
+    std::vector<std::vector<std::int32_t>> generate_n(span<const std::int32_t> prompt,
+                                                      std::int64_t nseq, std::int64_t ngen,
+                                                      const nnt_sampling *s = nullptr)
+    {
+        std::size_t rows = static_cast<std::size_t>(nseq > 0 ? nseq : 0);
+        std::size_t cols = static_cast<std::size_t>(ngen > 0 ? ngen : 0);
+        std::vector<std::int32_t> all(rows * cols);
+        check(nnt_model_generate_n(h(), prompt.data(), static_cast<std::int64_t>(prompt.size()),
+                                   nseq, ngen, s, all.data()));
+        std::vector<std::vector<std::int32_t>> out(rows);
+        for (std::size_t r = 0; r < rows; r++)
+            out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * cols),
+                          all.begin() + static_cast<std::ptrdiff_t>((r + 1) * cols));
+        return out;
+    }
     /* The prompt and ngen tokens after it as text (nnt_model_generate_text; tok: a
      * tokenizer's get()). */
     std::string generate_text(const nnt_tokenizer *tok, std::string_view prompt,

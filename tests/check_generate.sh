@@ -10,6 +10,8 @@
 # (a conversation of several turns in a file); a GPT-2
 # directory gives the same ids with and without the cache; text is the prompt and its
 # continuation (--continuation-only: the new text), escaped on a terminal, raw into a pipe;
+# --num-samples N generates N sequences side by side (greedy: transformers' ids on every
+# line; sampled: line r is the run with --seed S + r);
 # bad usage exits 2, a missing model directory 1, and both say why.
 set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
@@ -286,6 +288,32 @@ b=$("$prog" --checkpoint "$tmp/tjc" --tokenizer-json "$tokjson" --prompt "The ti
 [ "$(echo "$a" | wc -w)" -eq 4 ] && [ "$a" = "$b" ] ||
     fail "--checkpoint with tokenizer.json: '$a' and '$b' (want 4 equal ids)"
 
+# --num-samples N: N sequences side by side (nnt_model_generate_n). Greedy: N lines of
+# transformers' ids (with the cache, and past the context of 64: the window slides); with an
+# eos each line ends at it; sampled: line r is the run alone with --seed S + r; text: each
+# sample as one run prints it, under "--- sample R of N ---".
+three=$(printf '%s\n%s\n%s' "$want" "$want" "$want")
+expect samples_greedy "$three" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --temperature 0 --print-ids --num-samples 3 --cpus 2
+expect samples_eos "$(printf '24 26 16 8\n24 26 16 8')" --load-hf "$gqa" --prompt-ids "$prompt" \
+    --max-new-tokens 48 --temperature 0 --eos 8 --print-ids --num-samples 2 --cpus 2
+s_args="--load-hf $gqa --prompt-ids 59,15,1,58,30 --max-new-tokens 70 --top-k 0 --print-ids --cpus 2"
+sw=""
+for r in 0 1 2; do
+    line=$("$prog" $s_args --seed $((7 + r)) 2> "$tmp/sample$r.err") || fail "sample $r: exit $?"
+    sw="$sw${sw:+
+}$line"
+done
+expect samples_seeds "$sw" $s_args --seed 7 --num-samples 3
+[ "$(echo "$sw" | sort -u | wc -l)" -eq 3 ] || fail "samples_seeds: the runs are not 3 different"
+t1=$("$prog" --checkpoint "$tmp/ck-tiny" --prompt "The model" --max-new-tokens 8 --seed 3 \
+    --cpus 2 2> "$tmp/t1.err") || fail "text sample 1: exit $?"
+t2=$("$prog" --checkpoint "$tmp/ck-tiny" --prompt "The model" --max-new-tokens 8 --seed 4 \
+    --cpus 2 2> "$tmp/t2.err") || fail "text sample 2: exit $?"
+expect samples_text "$(printf -- '--- sample 1 of 2 ---\n%s\n--- sample 2 of 2 ---\n%s' \
+    "$t1" "$t2")" --checkpoint "$tmp/ck-tiny" --prompt "The model" --max-new-tokens 8 --seed 3 \
+    --num-samples 2 --cpus 2
+
 # usage errors: status 2 and a message; a missing directory: status 1 naming it
 bad() {
     want_status=$1 pattern=$2; shift 2
@@ -320,6 +348,7 @@ bad 2 "--tokenizer-json excludes" --load-hf "$gqa" --prompt "hello" --tokenizer-
     --vocab v --merges m
 bad 1 "nnt_tokenizer_hf_load" --load-hf "$gqa" --prompt "hello" --tokenizer-json "$tmp/none.json"
 bad 2 "--top-p: 0 is out of range (0 to 1, 0 excluded)" --load-hf "$gqa" --prompt-ids 1 --top-p 0
+bad 2 "--num-samples: 0 is out of range" --load-hf "$gqa" --prompt-ids 1 --num-samples 0
 # an unknown option given last is unknown, not "needs a value"; --version
 bad 2 "unknown option '--max-new'" --load-hf "$gqa" --prompt-ids 1 --max-new
 "$prog" --version > "$tmp/version.out" 2>&1 && grep -q '^nnt-generate (nnt) [0-9]' "$tmp/version.out" ||

@@ -358,6 +358,13 @@ void test_training(nnt::context &ctx)
         want += t < 256 ? std::string(1, static_cast<char>(t)) : "<" + std::to_string(t) + ">";
     EXPECT(text == want);
     EXPECT_ERROR(NNT_E_INVAL, "gives no token", m.generate_text(bytes.get(), "", 2));
+    // several sequences side by side: sequence 0 is g1 (seed 7), sequence 1 seed 8's
+    std::vector<std::int32_t> prompt45 = {4, 5};
+    std::vector<std::vector<std::int32_t>> many = m.generate_n(prompt45, 2, 6, &s);
+    s.seed = 8;
+    std::vector<std::int32_t> g8 = m.generate({4, 5}, 6, &s);
+    EXPECT(many.size() == 2 && many[0] == g1 && many[1] == g8);
+    EXPECT_ERROR(NNT_E_INVAL, "nseq", m.generate_n(prompt45, 0, 6, &s));
 
     EXPECT_ERROR(NNT_E_INVAL, "no-such-preset", nnt::model_preset("no-such-preset"));
     EXPECT_ERROR(NNT_E_INVAL, "", nnt::layer::model(ctx, cfg, 0, T));

@@ -26,6 +26,7 @@
 #include "testutil.h"
 #include "fixture_st.h"
 #include "models/models.h"   /* nnt_model_generate_trace: the logits of every step */
+#include "models/sample.h"   /* the sampler: top_k against a sort of every candidate */
 
 #include <math.h>
 #include <stddef.h>
@@ -105,8 +106,18 @@ static float read_min_margin(const fix_model *m, const char *what)
 /* The Llama model of m's config.json for (b, t) with max_seq, tiling *tl, the fixture's
  * weights loaded by name: every parameter found with its element count, as many as the
  * file has. (nnt_model_load_hf cannot change max_seq, which the sliding case needs.) */
+static nnt_layer *load_window(const fix_model *m, int64_t max_seq, int64_t b, int64_t t,
+                              const nnt_tiling *tl, int64_t window);
+
 static nnt_layer *load(const fix_model *m, int64_t max_seq, int64_t b, int64_t t,
                        const nnt_tiling *tl)
+{
+    return load_window(m, max_seq, b, t, tl, 0);
+}
+
+/* load with a sliding window of window keys on every layer (0: none) */
+static nnt_layer *load_window(const fix_model *m, int64_t max_seq, int64_t b, int64_t t,
+                              const nnt_tiling *tl, int64_t window)
 {
     char dir[4200];
     const char *top = getenv("top_srcdir");
@@ -115,6 +126,7 @@ static nnt_layer *load(const fix_model *m, int64_t max_seq, int64_t b, int64_t t
     EXPECT_OK(nnt_model_hf_config(ctx, dir, &c));   /* config.json */
     ck_assert_int_eq(c.vocab, m->V);
     c.max_seq = max_seq;
+    c.sliding_window = window;
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_create(ctx, &c, b, t, tl, &l));
     char file[64];
@@ -685,6 +697,205 @@ END_TEST
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
+/* ---- several sequences side by side (nnt_model_generate_n) -------------------------------- */
+
+enum { NSEQ = 3 };
+
+/* What on_token saw of nnt_model_generate_n: the indices into out, in order. */
+typedef struct seen_n {
+    int64_t idx[NSEQ * KV_NGEN];
+    int32_t tok[NSEQ * KV_NGEN];
+    int n;
+} seen_n;
+
+static void record_token_n(void *arg, int64_t i, int32_t token)
+{
+    seen_n *w = arg;
+    if (w->n < NSEQ * KV_NGEN) {
+        w->idx[w->n] = i;
+        w->tok[w->n++] = token;
+    }
+}
+
+/* Measured (max over models, tilings, greedy and sampled): 4.8e-7 between a sequence of the
+ * batch and the same sequence alone (the products over NSEQ rows round otherwise than over
+ * one: the decode steps' one-row kernels against the GEMMs). */
+#define BATCH_LOGIT_TOL 5e-6
+
+/* nnt_model_generate_n against nnt_model_generate a sequence at a time: a random GPT-2
+ * (positions from its table), the GQA fixture, and the GQA fixture with a window of 5 keys
+ * on every layer (caches of 2 W - 1 rows and a spare pair sliding along), 40 tokens past a
+ * context of 24 (the cache, then forwards over the last 24 tokens of every sequence), three
+ * tilings. Row r is the generation with seed + r: the same tokens, logits within
+ * BATCH_LOGIT_TOL; greedy rows all the greedy tokens; with an eos that ends some rows early
+ * the rows of one at a time with that eos, on_token called once per token produced (eos
+ * included) with its index in out, the step's sequences in order; without the cache the
+ * tokens of the cache. _i = model * 3 + tiling */
+START_TEST(test_generate_n)
+{
+    int model = _i / 3, ti = _i % 3;
+    int64_t V = 0;
+    nnt_layer *l = model < 2 ? kv_model(model, &TILINGS[ti], &V)
+                             : load_window(&MODELS[0], KV_WINDOW, 1, KV_WINDOW, &TILINGS[ti], 5);
+    V = model < 2 ? V : MODELS[0].V;
+    const int32_t prompt[NPROMPT] = {1, 40, 7, 3, 22};
+    enum { N = NSEQ * KV_NGEN };
+    int32_t batch[N], one[KV_NGEN], nocache[N];
+    float *lbatch = malloc((size_t)(N * V) * sizeof *lbatch);
+    float *lone = malloc((size_t)(KV_NGEN * V) * sizeof *lone);
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.top_k = 0;
+    const char *names[3] = {"gpt2", "gqa", "gqa window 5"};
+    char label[96];
+    double worst = 0;
+    for (int sampled = 0; sampled < 2; sampled++) {
+        s.temperature = sampled ? 0.9 : 0.0;
+        s.seed = 5;
+        s.eos = -1;
+        snprintf(label, sizeof label, "%s %s tiling %d", names[model],
+                 sampled ? "sampled" : "greedy", ti);
+        EXPECT_OK(nnt_model_generate_n_trace(l, "test", prompt, NPROMPT, NSEQ, KV_NGEN, &s,
+                                             batch, lbatch));
+        for (int r = 0; r < NSEQ; r++) {
+            s.seed = 5 + (uint64_t)r;
+            EXPECT_OK(nnt_model_generate_trace(l, "test", prompt, NPROMPT, KV_NGEN, &s, one,
+                                               lone));
+            char what[128];
+            snprintf(what, sizeof what, "%s sequence %d", label, r);
+            expect_ids(batch + r * KV_NGEN, one, KV_NGEN, what);
+            if (!sampled && r > 0)
+                expect_ids(batch + r * KV_NGEN, batch, KV_NGEN, "greedy rows");
+            for (int64_t k = 0; k < KV_NGEN * V; k++)
+                worst = fmax(worst, fabs((double)lbatch[r * KV_NGEN * V + k] - lone[k]));
+        }
+        if (sampled)   /* the rows are not one another's */
+            ck_assert_msg(!same_ids(batch, batch + KV_NGEN, KV_NGEN) &&
+                          !same_ids(batch + KV_NGEN, batch + 2 * KV_NGEN, KV_NGEN),
+                          "%s: two sequences drew the same tokens", label);
+        s.seed = 5;
+        s.no_cache = 1;
+        EXPECT_OK(nnt_model_generate_n(l, prompt, NPROMPT, NSEQ, KV_NGEN, &s, nocache));
+        s.no_cache = 0;
+        expect_ids(nocache, batch, N, "without the cache");
+    }
+    EXPECT_TOL(worst, BATCH_LOGIT_TOL, "%s: logits of the batch against one at a time", label);
+    /* eos: sequence 1's token 6, so that sequence 1 ends at 6 and the others where they meet
+     * it (or never) */
+    s.temperature = 0.9;
+    s.seed = 5;
+    EXPECT_OK(nnt_model_generate_n(l, prompt, NPROMPT, NSEQ, KV_NGEN, &s, batch));
+    s.eos = batch[KV_NGEN + 6];
+    seen_n w;
+    memset(&w, 0, sizeof w);
+    s.on_token = record_token_n;
+    s.on_token_arg = &w;
+    EXPECT_OK(nnt_model_generate_n(l, prompt, NPROMPT, NSEQ, KV_NGEN, &s, batch));
+    s.on_token = NULL;
+    int ends[NSEQ], calls = 0, ended_early = 0;
+    for (int r = 0; r < NSEQ; r++) {
+        s.seed = 5 + (uint64_t)r;
+        EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, KV_NGEN, &s, one));
+        expect_ids(batch + r * KV_NGEN, one, KV_NGEN, "eos: a sequence against one alone");
+        ends[r] = KV_NGEN - 1;
+        for (int j = 0; j < KV_NGEN; j++)
+            if (one[j] == s.eos) {
+                ends[r] = j;
+                break;
+            }
+        calls += ends[r] + 1;
+        ended_early += ends[r] < KV_NGEN - 1;
+    }
+    ck_assert_msg(ends[1] <= 6 && ended_early < NSEQ, "eos %d: ends %d %d %d", (int)s.eos,
+                  ends[0], ends[1], ends[2]);
+    ck_assert_msg(w.n == calls, "on_token: %d calls, want %d", w.n, calls);
+    int k = 0;   /* step j: the sequences still going, in order */
+    for (int j = 0; j < KV_NGEN; j++)
+        for (int r = 0; r < NSEQ; r++)
+            if (j <= ends[r]) {
+                ck_assert_msg(w.idx[k] == (int64_t)r * KV_NGEN + j && w.tok[k] ==
+                              batch[r * KV_NGEN + j], "on_token call %d: index %lld token %d, "
+                              "want %d, %d", k, (long long)w.idx[k], (int)w.tok[k],
+                              r * KV_NGEN + j, (int)batch[r * KV_NGEN + j]);
+                k++;
+            }
+    printf("test_model_generate generate_n %s: %d sequences of %d tokens equal one at a time; "
+           "max |logit difference| %.2e; eos ends %d %d %d\n", label, NSEQ, KV_NGEN, worst,
+           ends[0], ends[1], ends[2]);
+    free(lbatch);
+    free(lone);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* ---- the sampler's top_k ----------------------------------------------------------------- */
+
+typedef struct ref_cand {
+    float logit;
+    int32_t id;
+} ref_cand;
+
+static int ref_cmp(const void *pa, const void *pb)   /* larger logit first, then lower id */
+{
+    const ref_cand *a = pa, *b = pb;
+    if (a->logit != b->logit)
+        return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* top_k (the k best found without sorting every candidate) against the sort of all of them:
+ * logits with many ties (at the k-th place too), the k best by (logit, id) found by a sort
+ * here, every other logit set so low that its weight is exactly 0, then drawn by the path
+ * that sorts all candidates (top_k 0, a nucleus of nearly everything); the same generator
+ * seed: the same 400 tokens for k 1, 2, 7, 40 and V - 1, and temperatures 0.6 and 2. */
+START_TEST(test_sampler_top_k)
+{
+    enum { V = 300, DRAWS = 400 };
+    float logits[V], masked[V];
+    ref_cand sorted[V];
+    for (int v = 0; v < V; v++) {   /* 24 distinct values: ties everywhere */
+        logits[v] = (float)((v * 7919) % 24) * 0.25f - 3.0f;
+        sorted[v].logit = logits[v];
+        sorted[v].id = v;
+    }
+    qsort(sorted, V, sizeof *sorted, ref_cmp);
+    const int64_t ks[5] = {1, 2, 7, 40, V - 1};
+    const double temps[2] = {0.6, 2.0};
+    for (int ki = 0; ki < 5; ki++)
+        for (int ti = 0; ti < 2; ti++) {
+            int64_t k = ks[ki];
+            for (int v = 0; v < V; v++)
+                masked[v] = -1e6f;   /* exp(-1e6 / T) is 0 in double */
+            for (int64_t j = 0; j < k; j++)
+                masked[sorted[j].id] = sorted[j].logit;
+            nnt_sampler a, b;
+            EXPECT_OK(nnt_sampler_init(&a, ctx, "test", V, temps[ti], k, 0));
+            EXPECT_OK(nnt_sampler_init(&b, ctx, "test", V, temps[ti], 0, 0));
+            a.top_p = 1.0;
+            b.top_p = 1.0 - 1e-12;   /* the sort of every candidate */
+            uint64_t ra[4], rb[4];
+            nnt_sampler_seed(ra, 99 + (uint64_t)k);
+            nnt_sampler_seed(rb, 99 + (uint64_t)k);
+            int distinct = 0;
+            int32_t first = -1;
+            for (int d = 0; d < DRAWS; d++) {
+                int32_t ta = -1, tb = -2;
+                EXPECT_OK(nnt_sampler_pick_from(&a, ctx, "test", logits, ra, &ta));
+                EXPECT_OK(nnt_sampler_pick_from(&b, ctx, "test", masked, rb, &tb));
+                ck_assert_msg(ta == tb, "top_k %lld temperature %g draw %d: %d, the sort of "
+                              "all %d", (long long)k, temps[ti], d, (int)ta, (int)tb);
+                ck_assert_msg(masked[ta] > -1e6f, "top_k %lld: token %d is not among the k "
+                              "best", (long long)k, (int)ta);
+                first = d ? first : ta;
+                distinct |= ta != first;
+            }
+            ck_assert_msg(k == 1 || distinct, "top_k %lld: every draw the same token",
+                          (long long)k);
+            nnt_sampler_free(&a);
+            nnt_sampler_free(&b);
+        }
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     const char *fn = "nnt_model_generate";
@@ -721,6 +932,15 @@ START_TEST(test_errors)
                     "nnt_model_generate: top_k");
     /* nothing to do: out may be NULL */
     EXPECT_OK(nnt_model_generate(l, prompt, 2, 0, NULL, NULL));
+    /* several sequences: at least one, and nseq x ngen an array's size */
+    EXPECT_FAIL_MSG(nnt_model_generate_n(l, prompt, 2, 0, 4, NULL, out), NNT_E_INVAL,
+                    "nnt_model_generate_n: nseq = 0 must be >= 1");
+    EXPECT_FAIL_MSG(nnt_model_generate_n(l, prompt, 2, INT64_MAX / 2, 4, NULL, out),
+                    NNT_E_INVAL, "nnt_model_generate_n: nseq");
+    EXPECT_FAIL_MSG(nnt_model_generate_n(l, prompt, 2, 2, 4, NULL, NULL), NNT_E_INVAL,
+                    "nnt_model_generate_n: out is NULL");
+    EXPECT_FAIL_MSG(nnt_model_generate_n(NULL, prompt, 2, 2, 4, NULL, out), NNT_E_INVAL,
+                    "nnt_model_generate_n");
     nnt_layer_destroy(lin);
     nnt_layer_destroy(l);
 }
@@ -743,6 +963,8 @@ static Suite *generate_suite(void)
     tcase_add_loop_test(tc, test_cache_equals_no_cache, 0, 6);
     tcase_add_test(tc, test_top_p_eos);
     tcase_add_test(tc, test_hf_eos_ids);
+    tcase_add_loop_test(tc, test_generate_n, 0, 9);
+    tcase_add_test(tc, test_sampler_top_k);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -127,11 +127,11 @@ END_TEST
 
 /* A product with an NF4 B gives the bits of the same product with B dequantized (to fp32
  * for float products, to bf16 for bf16 ones): x W^T (a linear's forward) and dy W (its
- * input gradient), in tiles that cut both */
+ * input gradient), in tiles that cut both; 19 rows, more than the row products take */
 START_TEST(test_gemm)
 {
     const nnt_precision precision = _i ? NNT_PRECISION_BF16 : NNT_PRECISION_FP32;
-    const int64_t M = 7, N = 48, K = 192;
+    const int64_t M = 19, N = 48, K = 192;
     EXPECT_OK(nnt_ctx_set_precision(ctx, precision));
     nnt_tensor *w32 = make(NNT_FP32, N, K, (int64_t[]){16, 64});
     nnt_tensor *w = make(NNT_NF4, N, K, (int64_t[]){16, 64});
@@ -171,13 +171,17 @@ START_TEST(test_gemm)
 }
 END_TEST
 
-/* The row products of generation's decode steps (at most 4 rows: the gemm codelet reads the
- * NF4 tiles as they are, nnt_cpu_nf4_rows). _i = precision (fp32, bf16, tf32) * 3 + W's
+/* The row products of generation's decode steps (at most 16 rows, one sequence or several side
+ * by side: the gemm codelet reads the NF4 tiles as they are, nnt_cpu_nf4_rows, x's rows 4 at a
+ * time). _i = precision (fp32, bf16, tf32) * 3 + W's
  * tiling: k tiles of 64 summed one after the other; W whole (one task, k 192); rows of 96
  * in tiles of 2 rows (blocks cross rows: dequantized a group of rows at a time). One row
  * gives the bits of the product with W dequantized (under bf16 products, where AVX512-BF16
- * sums pairs, nearly: W dequantized to bf16), with the alpha, beta and bias of a linear; three rows give each row's bits of one row, and the
- * tasks that ran are the NF4 codelet's. One row of dy W (W not transposed) too. */
+ * sums pairs, nearly: W dequantized to bf16), with the alpha, beta and bias of a linear; 7
+ * rows (a group of 4, then 3) give each row's bits of one row, and the tasks that ran are the
+ * NF4 codelet's; 17 rows are dequantized first (the tasks say so; the bits of the product on
+ * W dequantized). One row of dy W (W not transposed) too. */
+enum { XROWS = 7, XMANY = 17 };
 START_TEST(test_gemm_rows)
 {
     static const nnt_precision precisions[3] = {NNT_PRECISION_FP32, NNT_PRECISION_BF16,
@@ -199,13 +203,13 @@ START_TEST(test_gemm_rows)
     nnt_tensor *bias = NULL;
     EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, bshape, btile, &bias));
     EXPECT_OK(nnt_tensor_fill_normal(bias, 12, 0.0, 1.0));
-    nnt_tensor *x = make(NNT_FP32, 3, K, (int64_t[]){3, tl[3]});
+    nnt_tensor *x = make(NNT_FP32, XMANY, K, (int64_t[]){XMANY, tl[3]});
     EXPECT_OK(nnt_tensor_fill_normal(x, 13, 0.0, 1.0));
     float *xs = test_to_host(x, NULL);
     test_make_tmpdir("nf4-rows");
     const char *table = test_tmp_path("table.txt");
-    float *row[3][2];   /* each row of x alone: NF4 W, dequantized W */
-    for (int r = 0; r < 3; r++) {
+    float *row[XROWS][2];   /* each row of x alone: NF4 W, dequantized W */
+    for (int r = 0; r < XROWS; r++) {
         nnt_tensor *x1 = make(NNT_FP32, 1, K, (int64_t[]){1, tl[3]});
         EXPECT_OK(nnt_tensor_copy_from_host(x1, xs + r * K, (size_t)K * 4));
         for (int k = 0; k < 2; k++) {
@@ -257,23 +261,47 @@ START_TEST(test_gemm_rows)
         free(got[0]), free(got[1]);
         nnt_tensor_destroy(dy), nnt_tensor_destroy(dx[0]), nnt_tensor_destroy(dx[1]);
     }
-    nnt_tensor *y3 = make(NNT_FP32, 3, N, (int64_t[]){3, tl[1]});
-    float *y3init = malloc((size_t)(3 * N) * 4);   /* each row's start as above */
-    for (int64_t i = 0; i < 3 * N; i++)
-        y3init[i] = 0.25f * (float)(i / N + 1);
-    EXPECT_OK(nnt_tensor_copy_from_host(y3, y3init, (size_t)(3 * N) * 4));
-    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 0.5, x, w, 0.75, y3, 1, 0));
-    EXPECT_OK(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, x, w, 1.0, y3, 1, 0,
-                                 NNT_EPILOGUE_BIAS, bias, NULL));
-    float *got3 = test_to_host(y3, NULL);
-    for (int r = 0; r < 3; r++)
-        ck_assert_msg(memcmp(got3 + r * N, row[r][0], (size_t)N * 4) == 0, "precision %d "
-                      "tiling %d: row %d of three rows differs from the row alone",
-                      (int)precision, _i % 3, r);
-    free(xs), free(y3init), free(got3);
-    for (int r = 0; r < 3; r++)
+    for (int many = 0; many < 2; many++) {   /* XROWS rows as they are, XMANY dequantized */
+        const int64_t rows = many ? XMANY : XROWS;
+        nnt_tensor *xr = make(NNT_FP32, rows, K, (int64_t[]){rows, tl[3]});
+        nnt_tensor *yr = make(NNT_FP32, rows, N, (int64_t[]){rows, tl[1]});
+        float *yinit = malloc((size_t)(rows * N) * 4);   /* each row's start as above */
+        for (int64_t i = 0; i < rows * N; i++)
+            yinit[i] = 0.25f * (float)(i / N + 1);
+        EXPECT_OK(nnt_tensor_copy_from_host(xr, xs, (size_t)(rows * K) * 4));
+        EXPECT_OK(nnt_tensor_copy_from_host(yr, yinit, (size_t)(rows * N) * 4));
+        EXPECT_OK(nnt_trace_start(ctx));
+        EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 0.5, xr, w, 0.75, yr, 1, 0));
+        EXPECT_OK(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, xr, w, 1.0, yr, 1, 0,
+                                     NNT_EPILOGUE_BIAS, bias, NULL));
+        EXPECT_OK(nnt_trace_stop(ctx, NULL, table));
+        int64_t rows_tasks = test_traced_count(table, "nnt_gemm_nf4");
+        int64_t dequant_tasks = test_traced_count(table, "nnt_nf4");
+        ck_assert_msg(many ? rows_tasks == 0 && dequant_tasks > 0
+                           : rows_tasks == 2 * (N / tl[1]) * (K / tl[3]) && dequant_tasks == 0,
+                      "%lld rows: %lld row tasks, %lld dequantizations", (long long)rows,
+                      (long long)rows_tasks, (long long)dequant_tasks);
+        float *got = test_to_host(yr, NULL), *ref = NULL;
+        if (many) {   /* the same product on W dequantized: the same bits */
+            EXPECT_OK(nnt_tensor_copy_from_host(yr, yinit, (size_t)(rows * N) * 4));
+            EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 0.5, xr, wd, 0.75, yr, 1, 0));
+            EXPECT_OK(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, xr, wd, 1.0, yr, 1, 0,
+                                         NNT_EPILOGUE_BIAS, bias, NULL));
+            ref = test_to_host(yr, NULL);
+        }
+        for (int r = 0; r < rows; r++)
+            ck_assert_msg(memcmp(got + r * N, many ? ref + r * N : row[r][0],
+                                 (size_t)N * 4) == 0, "precision %d tiling %d: row %d of %lld "
+                          "rows differs from %s", (int)precision, _i % 3, r, (long long)rows,
+                          many ? "the product on W dequantized" : "the row alone");
+        free(ref);
+        free(yinit), free(got);
+        nnt_tensor_destroy(xr), nnt_tensor_destroy(yr);
+    }
+    free(xs);
+    for (int r = 0; r < XROWS; r++)
         free(row[r][0]), free(row[r][1]);
-    nnt_tensor *all[] = {w32, w, wd, bias, x, y3};
+    nnt_tensor *all[] = {w32, w, wd, bias, x};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         nnt_tensor_destroy(all[i]);
 }

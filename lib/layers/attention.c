@@ -353,6 +353,51 @@ int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos 
     return project_out(l, a, y);
 }
 
+/* A new tensor of like's layout with nseq rows in dimension 0, in one tile there; *t NULL on
+ * failure. */
+static int batch_like(nnt_layer *l, const nnt_tensor *like, int64_t nseq, nnt_tensor **t)
+{
+    int64_t shape[4], tile[4];
+    for (int d = 0; d < 4; d++)
+        shape[d] = like->shape[d], tile[d] = like->tile[d];
+    shape[0] = tile[0] = nseq;
+    *t = NULL;
+    return nnt_tensor_create(l->ctx, NNT_FP32, 4, shape, tile, t);
+}
+
+int gl_attention_broadcast_cache(nnt_layer *l, int64_t nseq)
+{
+    if (l->vt != &attention_vt)
+        return NNT_OK;
+    attention *a = l->impl;
+    if (!a->cache[0])
+        return NNT_OK;
+    if (a->cache[0]->shape[0] != 1)
+        return nnt_fail(l->ctx, NNT_E_STATE, "generation: key/value caches of %lld sequences "
+                        "cannot be copied into %lld (one sequence's only)",
+                        (long long)a->cache[0]->shape[0], (long long)nseq);
+    for (int i = 0; i < 2; i++) {
+        nnt_tensor *many = NULL, *spare = NULL;   // (nseq, NKV, rows, hd)
+        int rc = batch_like(l, a->cache[i], nseq, &many);
+        for (int64_t r = 0; r < nseq && rc == NNT_OK; r++)
+            rc = gl_copy_rows(a->cache[i], 0, 0, many, r, 1);
+        if (rc == NNT_OK && a->spare[i] && (rc = batch_like(l, a->spare[i], nseq, &spare)) == 0)
+            rc = nnt_tensor_fill(spare, 0.0);
+        if (rc != NNT_OK) {
+            nnt_tensor_destroy(many);
+            nnt_tensor_destroy(spare);
+            return rc;
+        }
+        nnt_tensor_destroy(a->cache[i]);
+        a->cache[i] = many;
+        if (spare) {
+            nnt_tensor_destroy(a->spare[i]);
+            a->spare[i] = spare;
+        }
+    }
+    return NNT_OK;
+}
+
 void gl_attention_release_cache(nnt_layer *l)
 {
     if (l->vt != &attention_vt)

@@ -862,3 +862,12 @@ void gl_release_caches(nnt_layer *l)
     for (int i = 0; i < l->nchildren; i++)
         gl_release_caches(l->children[i]);
 }
+
+int gl_broadcast_caches(nnt_layer *l, int64_t nseq)
+{
+    if (l->vt->kind == NNT_LAYER_ATTENTION)
+        NNT_TRY(gl_attention_broadcast_cache(l, nseq));
+    for (int i = 0; i < l->nchildren; i++)
+        NNT_TRY(gl_broadcast_caches(l->children[i], nseq));
+    return NNT_OK;
+}

@@ -45,9 +45,13 @@ typedef struct gen {
     int64_t cache_len;       /* rows of the caches: the most positions decoded, <= window */
     int64_t reprefill;       /* n at which the caches are computed again (LongRoPE's switch to
                                 its long factors: original_max_position + 1); 0: none     */
-    int32_t *ids;            // (window) host copy of the window
-    nnt_tensor *tokens;      // (1, w) int32, one tile
-    nnt_tensor *last;        // (1, 1, C) the final norm's output at the last position
+    int64_t nseq;            /* sequences generated side by side (a batch of nseq rows)   */
+    int64_t cache_seqs;      /* the caches' sequences: 1 after the prompt they all share  */
+    int32_t *ids;            // (nseq, window) host copy of the windows
+    float *logits;           // (nseq, V) the last forward's logits (one row after the prompt)
+    uint64_t (*rng)[4];      // (nseq) a sampling generator a sequence
+    nnt_tensor *tokens;      // (rows, w) int32, one tile
+    nnt_tensor *last;        // (rows, 1, C) the final norm's output at the last position
     nnt_sampler sm;
 } gen;
 
@@ -57,6 +61,8 @@ static void gen_free(gen *g)
     nnt_tensor_destroy(g->last);
     gl_release_caches(g->model);
     free(g->ids);
+    free(g->logits);
+    free(g->rng);
     nnt_sampler_free(&g->sm);
 }
 
@@ -106,31 +112,41 @@ static int ensure(nnt_ctx *ctx, nnt_tensor **t, nnt_dtype dtype, int ndim,
     return nnt_tensor_create(ctx, dtype, ndim, shape, tile, t);
 }
 
-/* dst (1, 1, C), tiles (1, 1, src's C tile) = the last row of src (1, w, C), any tiling. */
+/* dst (B, 1, C), tiles (src's B tile, 1, src's C tile) = the last row of src (B, w, C), any
+ * tiling. */
 static int copy_last_row(nnt_ctx *ctx, nnt_tensor *src, nnt_tensor **dst)
 {
-    int64_t shape[3] = {1, 1, src->shape[2]}, tile[3] = {1, 1, src->tile[2]};
+    int64_t shape[3] = {src->shape[0], 1, src->shape[2]};
+    int64_t tile[3] = {src->tile[0], 1, src->tile[2]};
     NNT_TRY(ensure(ctx, dst, NNT_FP32, 3, shape, tile));
     return gl_copy_rows(src, 1, src->shape[1] - 1, *dst, 0, 1);
 }
 
-/* The logits (V) after the first n tokens into g->sm.logits. Children: the embedding,
- * the blocks, the final norm, the head, (a soft-cap,) the loss: the head and what follows
- * it run on the last row only. */
+/* The logits (V) after the first n tokens of each sequence into g->logits, a row a sequence
+ * (out: (nseq, ngen), each sequence's tokens so far); one row while n is the prompt's length
+ * (every sequence's). Children: the embedding, the blocks, the final norm, the head, (a
+ * soft-cap,) the loss: the head and what follows it run on the last position only. */
 static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int32_t *out,
-                      int64_t n)
+                      int64_t ngen, int64_t n)
 {
     nnt_layer *m = g->model;
     int decode = g->use_cache && n <= g->window && g->cached == n - 1 && g->cached > 0 &&
                  n != g->reprefill;
     int prefill = g->use_cache && n <= g->window && !decode;
-    int64_t w = decode ? 1 : (n < g->window ? n : g->window), shape[2] = {1, w};
+    int64_t rows = n == nprompt ? 1 : g->nseq;
+    int64_t w = decode ? 1 : (n < g->window ? n : g->window), shape[2] = {rows, w};
     gl_cache_pos at = {decode ? n - 1 : 0, g->cache_len, 0};
-    for (int64_t j = 0; j < w; j++)
-        g->ids[j] = nnt_generate_token_at(prompt, nprompt, out, n - w + j);
+    if (decode && g->cache_seqs != rows) {   /* the prompt's keys and values, every row's */
+        NNT_TRY(gl_broadcast_caches(m, rows));
+        g->cache_seqs = rows;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < w; j++)
+            g->ids[r * w + j] = nnt_generate_token_at(prompt, nprompt, out + r * ngen,
+                                                      n - w + j);
     NNT_TRY(ensure(m->ctx, &g->tokens, NNT_INT32, 2, shape, shape));
-    NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)w * sizeof *g->ids));
-    nnt_tensor *x = g->tokens, *logits = NULL;   // (1, w) -> (1, w, C)
+    NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)(rows * w) * sizeof *g->ids));
+    nnt_tensor *x = g->tokens, *logits = NULL;   // (rows, w) -> (rows, w, C)
     int head = m->nchildren - 2;   /* lm_head: before the soft-cap or the logits' scale */
     while (m->children[head]->vt->kind == NNT_LAYER_SOFTCAP ||
            m->children[head]->vt->kind == NNT_LAYER_SCALE)
@@ -140,11 +156,12 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
         NNT_TRY(decode || prefill ? gl_forward_cached(m->children[i], x, &at, &x)
                                   : nnt_layer_forward(m->children[i], x, &x));
     g->cached = decode || prefill ? n : 0;
+    g->cache_seqs = decode || prefill ? rows : g->cache_seqs;
     NNT_TRY(copy_last_row(m->ctx, x, &g->last));
     logits = g->last;
-    for (int i = head; i < m->nchildren - 1; i++)   // (1, 1, C) -> (1, 1, V)
+    for (int i = head; i < m->nchildren - 1; i++)   // (rows, 1, C) -> (rows, 1, V)
         NNT_TRY(nnt_layer_forward(m->children[i], logits, &logits));
-    return nnt_tensor_copy_to_host(logits, g->sm.logits, (size_t)g->sm.V * sizeof(float));
+    return nnt_tensor_copy_to_host(logits, g->logits, (size_t)(rows * g->sm.V) * sizeof(float));
 }
 
 /* token ends the generation: s's eos or one of its eos_ids */
@@ -158,10 +175,52 @@ static int is_eos(const nnt_sampling *s, int32_t token)
     return 0;
 }
 
+/* The buffers of g for nseq sequences over V tokens (NNT_E_NOMEM naming fn); each
+ * sequence's generator seeded with seed + its index. */
+static int gen_alloc(gen *g, const nnt_ctx *ctx, const char *fn, int64_t V, uint64_t seed)
+{
+    size_t nseq = (size_t)g->nseq;
+    g->ids = malloc(nseq * (size_t)g->window * sizeof *g->ids);
+    g->logits = malloc(nseq * (size_t)V * sizeof *g->logits);
+    g->rng = malloc(nseq * sizeof *g->rng);
+    if (!g->ids || !g->logits || !g->rng)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory (%lld sequences over %lld tokens)",
+                        fn, (long long)g->nseq, (long long)V);
+    for (size_t r = 0; r < nseq; r++)
+        nnt_sampler_seed(g->rng[r], seed + r);
+    return NNT_OK;
+}
+
+/* Step i's token of every sequence not yet ended from g->logits (rows: the forward's) into
+ * out (nseq, ngen); *live: the sequences not ended, less those that end here (their eos
+ * then fills the rest of their row). */
+static int gen_pick(gen *g, nnt_ctx *ctx, const char *fn, const nnt_sampling *s, int64_t i,
+                    int64_t ngen, int32_t *out, float *trace, int64_t *live)
+{
+    int64_t V = g->sm.V, rows = i == 0 ? 1 : g->nseq;
+    for (int64_t r = 0; r < g->nseq; r++) {
+        int32_t *o = out + r * ngen;
+        if (i > 0 && is_eos(s, o[i - 1]))
+            continue;   /* ended */
+        const float *lr = g->logits + (rows == 1 ? 0 : r) * V;
+        if (trace)
+            memcpy(trace + (r * ngen + i) * V, lr, (size_t)V * sizeof *trace);
+        NNT_TRY(nnt_sampler_pick_from(&g->sm, ctx, fn, lr, g->rng[r], &o[i]));
+        if (s->on_token)
+            s->on_token(s->on_token_arg, r * ngen + i, o[i]);
+        if (is_eos(s, o[i])) {   /* the rest is that eos, unrun */
+            for (int64_t j = i + 1; j < ngen; j++)
+                o[j] = o[i];
+            (*live)--;
+        }
+    }
+    return NNT_OK;
+}
+
 /* model: the tree of cfg's model (window: the most tokens a forward sees) */
 static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_config *cfg,
-                         int64_t window, const int32_t *prompt, int64_t nprompt, int64_t ngen,
-                         const nnt_sampling *s, int32_t *out, float *trace)
+                         int64_t window, const int32_t *prompt, int64_t nprompt, int64_t nseq,
+                         int64_t ngen, const nnt_sampling *s, int32_t *out, float *trace)
 {
     int64_t V = cfg->vocab;
     nnt_layer *loss = model->nchildren >= 3 ? model->children[model->nchildren - 1] : NULL;
@@ -172,35 +231,27 @@ static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_confi
     memset(&g, 0, sizeof g);
     g.model = model;
     g.window = window;
+    g.nseq = nseq;
     g.use_cache = !s->no_cache;
     g.cache_len = nprompt + ngen - 1 < window ? nprompt + ngen - 1 : window;
     if (cfg->rope.scaling == NNT_ROPE_SCALING_LONGROPE)
         g.reprefill = cfg->rope.original_max_position + 1;
     int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed);
     g.sm.top_p = s->top_p;
-    g.ids = rc ? NULL : malloc((size_t)window * sizeof *g.ids);
-    if (rc == 0 && !g.ids)
-        rc = nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    if (rc == 0)
+        rc = gen_alloc(&g, model->ctx, fn, V, s->seed);
     int distribution = model->ctx->distribution;
     if (rc == 0 && gen_root_placement(model))
         model->ctx->distribution = NNT_DIST_ROOT;   /* for the tensors created from here */
     model->ctx->no_dropout = 1;
-    for (int64_t i = 0; i < ngen && rc == 0; i++) {
-        rc = gen_logits(&g, prompt, nprompt, out, nprompt + i);
+    int64_t live = nseq;
+    for (int64_t i = 0; i < ngen && rc == 0 && live > 0; i++) {
+        rc = gen_logits(&g, prompt, nprompt, out, ngen, nprompt + i);
         /* the weights do not change while generating: their bf16 copies (made by the first
          * forward under NNT_PRECISION_BF16) serve every later token */
         model->ctx->weights_fixed = 1;
-        if (rc == 0 && trace)
-            memcpy(trace + i * V, g.sm.logits, (size_t)V * sizeof *trace);
         if (rc == 0)
-            rc = nnt_sampler_pick(&g.sm, model->ctx, fn, &out[i]);
-        if (rc == 0 && s->on_token)
-            s->on_token(s->on_token_arg, i, out[i]);
-        if (rc == 0 && is_eos(s, out[i])) {   /* the rest is that eos, unrun */
-            for (int64_t j = i + 1; j < ngen; j++)
-                out[j] = out[i];
-            break;
-        }
+            rc = gen_pick(&g, model->ctx, fn, s, i, ngen, out, trace, &live);
     }
     model->ctx->weights_fixed = 0;
     model->ctx->no_dropout = 0;
@@ -253,13 +304,23 @@ int nnt_model_run_generate(nnt_layer *model, const char *fn, const int32_t *prom
 }
 
 int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *prompt,
-                             int64_t nprompt, int64_t ngen, const nnt_sampling *user,
+                             int64_t nprompt, int64_t ngen, const nnt_sampling *s,
                              int32_t *out, float *trace)
+{
+    return nnt_model_generate_n_trace(model, fn, prompt, nprompt, 1, ngen, s, out, trace);
+}
+
+int nnt_model_generate_n_trace(nnt_layer *model, const char *fn, const int32_t *prompt,
+                               int64_t nprompt, int64_t nseq, int64_t ngen,
+                               const nnt_sampling *user, int32_t *out, float *trace)
 {
     nnt_model_config cfg;
     nnt_sampling s;
     NNT_TRY(nnt_model_config_get(model, fn, &cfg));
     NNT_TRY(read_sampling(model->ctx, fn, user, cfg.vocab, &s));
+    if (nseq < 1 || (ngen > 0 && nseq > INT64_MAX / ngen) || nseq > INT32_MAX)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: nseq = %lld must be >= 1 (and nseq x "
+                        "ngen an array's size)", fn, (long long)nseq);
     NNT_TRY(nnt_generate_check(model->ctx, fn, cfg.vocab, prompt, nprompt, ngen, s.temperature,
                                s.top_k, out));
     if (ngen == 0)
@@ -268,14 +329,22 @@ int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *pr
     nnt_layer *tree = nnt_gpt_tree(model, &window);
     if (tree)   /* the layer's activations are the tree's: no backward after this */
         nnt_gpt_cancel_backward(model);
-    return tree_generate(tree ? tree : model, fn, &cfg, window, prompt, nprompt, ngen, &s, out,
-                         trace);
+    return tree_generate(tree ? tree : model, fn, &cfg, window, prompt, nprompt, nseq, ngen,
+                         &s, out, trace);
 }
 
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                int64_t ngen, const nnt_sampling *s, int32_t *out)
 {
     return nnt_model_run_generate(model, "nnt_model_generate", prompt, nprompt, ngen, s, out);
+}
+
+NNT_API int nnt_model_generate_n(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
+                                 int64_t nseq, int64_t ngen, const nnt_sampling *s,
+                                 int32_t *out)
+{
+    return nnt_model_generate_n_trace(model, "nnt_model_generate_n", prompt, nprompt, nseq,
+                                      ngen, s, out, NULL);
 }
 
 /* ids[0..n) as text into *out (malloc'd): the runs of ids the tokenizer has decoded whole (a

@@ -66,15 +66,20 @@ int nnt_generate_check(const nnt_ctx *ctx, const char *fn, int64_t V, const int3
 
 /* ---- the sampler ------------------------------------------------------------------------- */
 
+void nnt_sampler_seed(uint64_t rng[4], uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        rng[i] = splitmix64(&x);
+}
+
 int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_t V,
                      double temperature, int64_t top_k, uint64_t seed)
 {
-    uint64_t x = seed;
     sm->temperature = temperature;
     sm->top_k = top_k;
     sm->V = V;
-    for (int i = 0; i < 4; i++)
-        sm->rng[i] = splitmix64(&x);
+    nnt_sampler_seed(sm->rng, seed);
     sm->logits = malloc((size_t)V * sizeof *sm->logits);
     sm->cand = malloc((size_t)V * sizeof *sm->cand);
     if (!sm->logits || !sm->cand)
@@ -99,8 +104,46 @@ static int cand_cmp(const void *pa, const void *pb)
     return (a->id > b->id) - (a->id < b->id);
 }
 
-/* Draw one of the first k candidates with weights softmax((logit - max) / temperature). */
-static int32_t draw(nnt_sampler *sm, int64_t k, double max)
+/* Candidate a comes after b in the (logit, id) order */
+static int cand_after(const nnt_sample_cand *a, const nnt_sample_cand *b)
+{
+    return a->logit != b->logit ? a->logit < b->logit : a->id > b->id;
+}
+
+/* The heap c[0..k) (the last candidate of the order at its root) with its root replaced:
+ * sifted down */
+static void sift_down(nnt_sample_cand *c, int64_t k, int64_t i)
+{
+    nnt_sample_cand x = c[i];
+    for (int64_t child; (child = 2 * i + 1) < k; i = child) {
+        if (child + 1 < k && cand_after(&c[child + 1], &c[child]))
+            child++;
+        if (!cand_after(&c[child], &x))
+            break;
+        c[i] = c[child];
+    }
+    c[i] = x;
+}
+
+/* The first k (0 < k < V) of the V candidates in the (logit, id) order into c[0..k), in
+ * that order: a heap of the k first seen so far (O(V log k), most candidates rejected by one
+ * comparison with its root), then sorted. The same candidates in the same order as sorting
+ * all V (the order is total: ids differ). */
+static void first_k(nnt_sample_cand *c, int64_t V, int64_t k)
+{
+    for (int64_t i = k / 2 - 1; i >= 0; i--)
+        sift_down(c, k, i);
+    for (int64_t v = k; v < V; v++)
+        if (cand_after(&c[0], &c[v])) {
+            c[0] = c[v];
+            sift_down(c, k, 0);
+        }
+    qsort(c, (size_t)k, sizeof *c, cand_cmp);
+}
+
+/* Draw one of the first k candidates with weights softmax((logit - max) / temperature), one
+ * uniform number from rng. */
+static int32_t draw(nnt_sampler *sm, uint64_t rng[4], int64_t k, double max)
 {
     nnt_sample_cand *c = sm->cand;
     double sum = 0.0;
@@ -108,7 +151,7 @@ static int32_t draw(nnt_sampler *sm, int64_t k, double max)
         c[j].logit = exp((c[j].logit - max) / sm->temperature);
         sum += c[j].logit;
     }
-    double r = xoshiro_uniform(sm->rng) * sum, acc = 0.0;
+    double r = xoshiro_uniform(rng) * sum, acc = 0.0;
     int64_t pick = -1;
     for (int64_t j = 0; j < k && pick < 0; j++) {
         acc += c[j].logit;
@@ -137,7 +180,12 @@ static int64_t nucleus_size(const nnt_sampler *sm, int64_t k, double max)
 
 int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_t *token)
 {
-    const float *l = sm->logits;
+    return nnt_sampler_pick_from(sm, ctx, fn, sm->logits, sm->rng, token);
+}
+
+int nnt_sampler_pick_from(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn,
+                          const float *l, uint64_t rng[4], int32_t *token)
+{
     int64_t V = sm->V, best = 0;
     for (int64_t v = 0; v < V; v++) {
         if (!isfinite(l[v]))
@@ -153,12 +201,14 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_
     }
     int64_t k = V;
     int nucleus = sm->top_p > 0.0 && sm->top_p < 1.0;
-    if ((sm->top_k > 0 && sm->top_k < V) || nucleus)   /* in (logit, id) order */
-        qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
-    if (sm->top_k > 0 && sm->top_k < V)   /* the k best */
+    if (sm->top_k > 0 && sm->top_k < V) {   /* the k best, in (logit, id) order */
         k = sm->top_k;
+        first_k(sm->cand, V, k);
+    } else if (nucleus) {   /* all, in (logit, id) order */
+        qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
+    }
     if (nucleus)
         k = nucleus_size(sm, k, l[best]);
-    *token = draw(sm, k, l[best]);
+    *token = draw(sm, rng, k, l[best]);
     return NNT_OK;
 }

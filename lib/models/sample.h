@@ -47,6 +47,12 @@ void nnt_sampler_free(nnt_sampler *sm);
 
 /* The next token from sm->logits; NNT_E_STATE naming fn if a logit is not finite. */
 int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_t *token);
+/* The same from logits (V) with the generator state rng (advanced), sm's settings and
+ * scratch: one sampler for several sequences, each with its own logits and generator. */
+int nnt_sampler_pick_from(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn,
+                          const float *logits, uint64_t rng[4], int32_t *token);
+/* rng seeded as nnt_sampler_init seeds its generator with seed. */
+void nnt_sampler_seed(uint64_t rng[4], uint64_t seed);
 
 /* Token i of the sequence so far: the prompt, then what has been generated. */
 static inline int32_t nnt_generate_token_at(const int32_t *prompt, int64_t nprompt,
