@@ -372,11 +372,20 @@ nf4_rows_first_row_only|cpu/nf4.c|s@rows_avx512(m - r < 4 ? (int)(m - r) : 4,@ro
 nf4_dequant16_quarters|cpu/nf4.c|s@const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);@const __m512i first = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0);@|NF4 dequantized to bf16 (AVX512BW): the quarters of each block out of order
 nf4_dot16_pair_swapped|cpu/nf4.c|s@    \*v0 = _mm512_permutexvar_epi16(_mm512_unpacklo_epi16(hi, w), tab);@    *v0 = _mm512_permutexvar_epi16(_mm512_unpacklo_epi16(w, hi), tab);@|NF4 bf16 value pairs (AVX512BW, row products and dequantization): the two values of a byte swapped in the first half of each 16
 nf4_dot16_x_halves|cpu/nf4.c|s@x16\[t + (v % 16 >= 8) \* 32 + v / 16 \* 8 + v % 8\]@x16[t + (v % 16 >= 8) * 32 + v / 16 * 8 + v % 16 / 2]@|NF4 row products (AVX512-BF16): x laid out in the wrong order for the weight pairs
-nf4_rows_never|lib/ops/gemm.c|s@#define NF4_ROWS_MAX 4@#define NF4_ROWS_MAX 0@|NF4 products: one-row products dequantize the weight (the row codelet never used)
+nf4_rows_never|lib/ops/gemm.c|s@#define NF4_ROWS_MAX 16@#define NF4_ROWS_MAX 0@|NF4 products: one-row products dequantize the weight (the row codelet never used)
 nf4_rows_untransposed|lib/ops/gemm.c|s@    return trans_a == NNT_NOTRANS \&\& trans_b == NNT_TRANS \&\& d->nb == 0@    return trans_a == NNT_NOTRANS \&\& d->nb == 0@|NF4 products: dy W (W not transposed) given to the row codelet, which reads W transposed
 lora_stack_interleave|lib/models/lora.c|s@int64_t p = lo->nparts == 1 ? 0 : t->interleaved ? o % 2 : o / half;@int64_t p = lo->nparts == 1 ? 0 : !t->interleaved ? o % 2 : o / half;@|LoRA on experts: gate_up_proj rows read as interleaved for transformers 5 and as gate then up for gpt-oss
 lora_stack_not_nested|lib/models/lora.c|s@int nested = gate_up \&\& expert_lora(m->moe, 2, 0) != NULL;@int nested = 0;@|LoRA on experts: gate_up_proj not under base_layer when down_proj is adapted too (PEFT nests it)
 lora_rank_pattern_ignored|lib/models/lora.c|s@            return p->value\[i\];@            return dflt;@|LoRA: rank_pattern and alpha_pattern ignored (PEFT all-linear gate_up_proj of rank 2r)
+generate_n_prompt_caches_row0|lib/layers/attention.c|s@        for (int64_t r = 0; r < nseq \&\& rc == NNT_OK; r++)@        for (int64_t r = 0; r < 1 \&\& rc == NNT_OK; r++)@|generation side by side: the prompt keys and values copied to the first sequence only
+generate_n_spare_kept|lib/layers/attention.c|s@        if (rc == NNT_OK \&\& a->spare\[i\] \&\& (rc = batch_like@        if (0 \&\& a->spare[i] \&\& (rc = batch_like@|generation side by side: a window spare caches left with one sequence
+generate_n_one_seed|lib/models/generate.c|s@        nnt_sampler_seed(g->rng\[r\], seed + r);@        nnt_sampler_seed(g->rng[r], seed);@|generation side by side: every sequence seeded alike
+generate_n_logits_row0|lib/models/generate.c|s@        const float \*lr = g->logits + (rows == 1 ? 0 : r) \* V;@        const float *lr = g->logits;@|generation side by side: every sequence picks from the first sequence logits
+generate_n_token_index|lib/models/generate.c|s@            s->on_token(s->on_token_arg, r \* ngen + i, o\[i\]);@            s->on_token(s->on_token_arg, i, o[i]);@|generation side by side: on_token given the step, not the index in out
+generate_n_ended_go_on|lib/models/generate.c|s@        if (i > 0 \&\& is_eos(s, o\[i - 1\]))@        if (0)@|generation side by side: a sequence that ended is sampled again
+sampler_first_k_unsorted|lib/models/sample.c|s@    qsort(c, (size_t)k, sizeof \*c, cand_cmp);@    (void)c;@|sampling top_k: the k best left in heap order
+sampler_first_k_heap_inverted|lib/models/sample.c|s@        if (cand_after(\&c\[0\], \&c\[v\])) {@        if (cand_after(\&c[v], \&c[0])) {@|sampling top_k: the heap keeps the worse candidate
+generate_samples_first_only|examples/nnt_generate.c|s@    for (size_t r = 0; r < nseq \&\& status == 0; r++) {@    for (size_t r = 0; r < 1 \&\& status == 0; r++) {@|nnt-generate --num-samples: only the first sample printed
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

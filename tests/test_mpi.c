@@ -20,6 +20,11 @@
  *       channels and 16 hidden units, 6 AdamW steps; each rank writes OUT.<rank>: "rank R of
  *       N", "loss S %.17g" (with the load-balancing loss), "owned BYTES" after the last
  *       step and "params %a" (the sum of every parameter read back on this rank).
+ *   test_mpi generate OUT MPI DIST DIR
+ *       The model of the Hugging Face directory DIR (tiles of 8 channels, 16 hidden units,
+ *       one head), 3 sequences of 40 sampled tokens side by side (nnt_model_generate_n,
+ *       seed 5, top_k 0) after a prompt of 5; each rank writes OUT.<rank>: "rank R of N",
+ *       then "ids R: ..." a sequence.
  *   test_mpi options
  *       Every rank creates an MPI context with options that differ across ranks (rank 1 asks
  *       for another distribution) and expects NNT_E_INVAL with the message; then rank 1
@@ -275,6 +280,51 @@ static int moe(int argc, char **argv)
     return rc ? 1 : drc ? fail("nnt_ctx_destroy", drc) : 0;
 }
 
+static int generate(int argc, char **argv)
+{
+    enum { NSEQ = 3, NGEN = 40 };
+    if (argc != 6) {
+        fprintf(stderr, "usage: test_mpi generate OUT MPI DIST DIR\n");
+        return 2;
+    }
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.mpi = atoi(argv[3]);
+    o.distribution = strcmp(argv[4], "data") == 0 ? NNT_DIST_DATA : NNT_DIST_SHARDED;
+    nnt_ctx *ctx = NULL;
+    TRY(nnt_ctx_create(&o, &ctx));
+    int rank = 0, size = 1;
+    TRY(nnt_ctx_rank(ctx, &rank, &size));
+    nnt_tiling tiling = NNT_TILING_INIT;
+    tiling.channels = 8, tiling.hidden = 16, tiling.heads = 1;
+    nnt_layer *model = NULL;
+    TRY(nnt_model_load_hf(ctx, argv[5], 1, 45, &tiling, &model));
+    const int32_t prompt[5] = {1, 40, 7, 3, 22};
+    int32_t out[NSEQ * NGEN];
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.top_k = 0;
+    s.seed = 5;
+    TRY(nnt_model_generate_n(model, prompt, 5, NSEQ, NGEN, &s, out));
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", argv[2], rank);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    fprintf(f, "rank %d of %d\n", rank, size);
+    for (int r = 0; r < NSEQ; r++) {
+        fprintf(f, "ids %d:", r);
+        for (int j = 0; j < NGEN; j++)
+            fprintf(f, " %d", (int)out[r * NGEN + j]);
+        fprintf(f, "\n");
+    }
+    int rc = fclose(f) != 0;
+    nnt_layer_destroy(model);
+    int drc = nnt_ctx_destroy(ctx);
+    return rc ? 1 : drc ? fail("nnt_ctx_destroy", drc) : 0;
+}
+
 /* Without a budget, the ranks on one node share 15/16 of the memory available at start
  * (OMPI_COMM_WORLD_LOCAL_SIZE of them; each took it all before): each rank's default budget
  * is its share (within 1/64 of what was available: other processes take or free memory
@@ -442,12 +492,15 @@ int main(int argc, char **argv)
         return train(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "moe") == 0)
         return moe(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "generate") == 0)
+        return generate(argc, argv);
     if (argc == 2 && strcmp(argv[1], "options") == 0)
         return options();
     if (argc == 2 && strcmp(argv[1], "unsupported") == 0)
         return unsupported();
     if (argc == 1 || (argc == 2 && strcmp(argv[1], "local") == 0))
         return local();   /* also what make check runs (test_mpi is a check program) */
-    fprintf(stderr, "usage: test_mpi train ... | moe ... | options | unsupported | local\n");
+    fprintf(stderr, "usage: test_mpi train ... | moe ... | generate ... | options | "
+            "unsupported | local\n");
     return 2;
 }
