@@ -159,6 +159,31 @@ static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out, const 
     return 0;
 }
 
+/* The context of the modes "OUT MPI DIST ...": one CPU worker, MPI (argv[3]) and the
+ * distribution (argv[4]: data, else sharded); its rank and size. */
+static int mode_ctx(char **argv, nnt_ctx **ctx, int *rank, int *size)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.mpi = atoi(argv[3]);
+    o.distribution = strcmp(argv[4], "data") == 0 ? NNT_DIST_DATA : NNT_DIST_SHARDED;
+    int rc = nnt_ctx_create(&o, ctx);
+    return rc ? rc : nnt_ctx_rank(*ctx, rank, size);
+}
+
+/* OUT.<rank>, opened for writing, its first line "rank R of N"; NULL (reported) on failure */
+static FILE *rank_file(const char *out, int rank, int size)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", out, rank);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        perror(path);
+    else
+        fprintf(f, "rank %d of %d\n", rank, size);
+    return f;
+}
+
 static int train(int argc, char **argv)
 {
     if (argc != 10) {
@@ -184,14 +209,10 @@ static int train(int argc, char **argv)
         fprintf(stderr, "test_mpi: nnt_ctx_rank without MPI gave %d of %d\n", rank, size);
         return 1;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s.%d", argv[2], rank);
-    FILE *out = fopen(path, "w");
-    if (!out) {
-        perror(path);
+    FILE *out = rank_file(argv[2], rank, size);
+    if (!out)
         return 1;
-    }
-    fprintf(out, "rank %d of %d\n", rank, size);
+    char path[4096];
     /* Open MPI's yield_when_idle as nnt left it for MPI_Init (1 unless the user set it) */
     const char *yield = getenv("OMPI_MCA_mpi_yield_when_idle");
     fprintf(out, "yield %s\n", yield ? yield : "unset");
@@ -219,14 +240,9 @@ static int moe(int argc, char **argv)
         fprintf(stderr, "usage: test_mpi moe OUT MPI DIST DIR\n");
         return 2;
     }
-    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
-    o.ncpus = 1;
-    o.mpi = atoi(argv[3]);
-    o.distribution = strcmp(argv[4], "data") == 0 ? NNT_DIST_DATA : NNT_DIST_SHARDED;
     nnt_ctx *ctx = NULL;
-    TRY(nnt_ctx_create(&o, &ctx));
     int rank = 0, size = 1;
-    TRY(nnt_ctx_rank(ctx, &rank, &size));
+    TRY(mode_ctx(argv, &ctx, &rank, &size));
     nnt_tiling tiling = NNT_TILING_INIT;
     tiling.batch = 1, tiling.seq = 8, tiling.channels = 16, tiling.hidden = 16;
     nnt_layer *model = NULL;
@@ -247,14 +263,9 @@ static int moe(int argc, char **argv)
     nnt_optim *opt = NULL;
     TRY(nnt_optim_create(ctx, &oo, &opt));
     TRY(nnt_optim_add_layer(opt, model));
-    char path[4096];
-    snprintf(path, sizeof path, "%s.%d", argv[2], rank);
-    FILE *out = fopen(path, "w");
-    if (!out) {
-        perror(path);
+    FILE *out = rank_file(argv[2], rank, size);
+    if (!out)
         return 1;
-    }
-    fprintf(out, "rank %d of %d\n", rank, size);
     for (int s = 0; s < MSTEPS; s++) {
         double loss = 0;
         TRY(nnt_layer_zero_grad(model));
@@ -287,14 +298,9 @@ static int generate(int argc, char **argv)
         fprintf(stderr, "usage: test_mpi generate OUT MPI DIST DIR\n");
         return 2;
     }
-    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
-    o.ncpus = 1;
-    o.mpi = atoi(argv[3]);
-    o.distribution = strcmp(argv[4], "data") == 0 ? NNT_DIST_DATA : NNT_DIST_SHARDED;
     nnt_ctx *ctx = NULL;
-    TRY(nnt_ctx_create(&o, &ctx));
     int rank = 0, size = 1;
-    TRY(nnt_ctx_rank(ctx, &rank, &size));
+    TRY(mode_ctx(argv, &ctx, &rank, &size));
     nnt_tiling tiling = NNT_TILING_INIT;
     tiling.channels = 8, tiling.hidden = 16, tiling.heads = 1;
     nnt_layer *model = NULL;
@@ -305,14 +311,9 @@ static int generate(int argc, char **argv)
     s.top_k = 0;
     s.seed = 5;
     TRY(nnt_model_generate_n(model, prompt, 5, NSEQ, NGEN, &s, out));
-    char path[4096];
-    snprintf(path, sizeof path, "%s.%d", argv[2], rank);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
+    FILE *f = rank_file(argv[2], rank, size);
+    if (!f)
         return 1;
-    }
-    fprintf(f, "rank %d of %d\n", rank, size);
     for (int r = 0; r < NSEQ; r++) {
         fprintf(f, "ids %d:", r);
         for (int j = 0; j < NGEN; j++)
