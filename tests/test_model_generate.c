@@ -868,8 +868,8 @@ START_TEST(test_sampler_top_k)
             for (int64_t j = 0; j < k; j++)
                 masked[sorted[j].id] = sorted[j].logit;
             nnt_sampler a, b;
-            EXPECT_OK(nnt_sampler_init(&a, ctx, "test", V, temps[ti], k, 0));
-            EXPECT_OK(nnt_sampler_init(&b, ctx, "test", V, temps[ti], 0, 0));
+            EXPECT_OK(nnt_sampler_init(&a, ctx, "test", V, temps[ti], k));
+            EXPECT_OK(nnt_sampler_init(&b, ctx, "test", V, temps[ti], 0));
             a.top_p = 1.0;
             b.top_p = 1.0 - 1e-12;   /* the sort of every candidate */
             uint64_t ra[4], rb[4];
@@ -879,8 +879,8 @@ START_TEST(test_sampler_top_k)
             int32_t first = -1;
             for (int d = 0; d < DRAWS; d++) {
                 int32_t ta = -1, tb = -2;
-                EXPECT_OK(nnt_sampler_pick_from(&a, ctx, "test", logits, ra, &ta));
-                EXPECT_OK(nnt_sampler_pick_from(&b, ctx, "test", masked, rb, &tb));
+                EXPECT_OK(nnt_sampler_pick(&a, ctx, "test", logits, ra, &ta));
+                EXPECT_OK(nnt_sampler_pick(&b, ctx, "test", masked, rb, &tb));
                 ck_assert_msg(ta == tb, "top_k %lld temperature %g draw %d: %d, the sort of "
                               "all %d", (long long)k, temps[ti], d, (int)ta, (int)tb);
                 ck_assert_msg(masked[ta] > -1e6f, "top_k %lld: token %d is not among the k "

@@ -46,7 +46,9 @@ typedef struct gen {
     int64_t reprefill;       /* n at which the caches are computed again (LongRoPE's switch to
                                 its long factors: original_max_position + 1); 0: none     */
     int64_t nseq;            /* sequences generated side by side (a batch of nseq rows)   */
-    int64_t cache_seqs;      /* the caches' sequences: 1 after the prompt they all share  */
+    int64_t rows;            /* the last forward's rows: 1 for the prompt they all share,
+                                then nseq                                                  */
+    int64_t cache_seqs;      /* the caches' sequences: 1 after the prompt                 */
     int32_t *ids;            // (nseq, window) host copy of the windows
     float *logits;           // (nseq, V) the last forward's logits (one row after the prompt)
     uint64_t (*rng)[4];      // (nseq) a sampling generator a sequence
@@ -133,7 +135,7 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
     int decode = g->use_cache && n <= g->window && g->cached == n - 1 && g->cached > 0 &&
                  n != g->reprefill;
     int prefill = g->use_cache && n <= g->window && !decode;
-    int64_t rows = n == nprompt ? 1 : g->nseq;
+    int64_t rows = g->rows = n == nprompt ? 1 : g->nseq;
     int64_t w = decode ? 1 : (n < g->window ? n : g->window), shape[2] = {rows, w};
     gl_cache_pos at = {decode ? n - 1 : 0, g->cache_len, 0};
     if (decode && g->cache_seqs != rows) {   /* the prompt's keys and values, every row's */
@@ -191,21 +193,21 @@ static int gen_alloc(gen *g, const nnt_ctx *ctx, const char *fn, int64_t V, uint
     return NNT_OK;
 }
 
-/* Step i's token of every sequence not yet ended from g->logits (rows: the forward's) into
- * out (nseq, ngen); *live: the sequences not ended, less those that end here (their eos
- * then fills the rest of their row). */
+/* Step i's token of every sequence not yet ended from g->logits (g->rows of them: one
+ * shared by all after the prompt) into out (nseq, ngen); *live: the sequences not ended,
+ * less those that end here (their eos then fills the rest of their row). */
 static int gen_pick(gen *g, nnt_ctx *ctx, const char *fn, const nnt_sampling *s, int64_t i,
                     int64_t ngen, int32_t *out, float *trace, int64_t *live)
 {
-    int64_t V = g->sm.V, rows = i == 0 ? 1 : g->nseq;
+    int64_t V = g->sm.V;
     for (int64_t r = 0; r < g->nseq; r++) {
         int32_t *o = out + r * ngen;
         if (i > 0 && is_eos(s, o[i - 1]))
             continue;   /* ended */
-        const float *lr = g->logits + (rows == 1 ? 0 : r) * V;
+        const float *lr = g->logits + (g->rows == 1 ? 0 : r) * V;
         if (trace)
             memcpy(trace + (r * ngen + i) * V, lr, (size_t)V * sizeof *trace);
-        NNT_TRY(nnt_sampler_pick_from(&g->sm, ctx, fn, lr, g->rng[r], &o[i]));
+        NNT_TRY(nnt_sampler_pick(&g->sm, ctx, fn, lr, g->rng[r], &o[i]));
         if (s->on_token)
             s->on_token(s->on_token_arg, r * ngen + i, o[i]);
         if (is_eos(s, o[i])) {   /* the rest is that eos, unrun */
@@ -236,7 +238,7 @@ static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_confi
     g.cache_len = nprompt + ngen - 1 < window ? nprompt + ngen - 1 : window;
     if (cfg->rope.scaling == NNT_ROPE_SCALING_LONGROPE)
         g.reprefill = cfg->rope.original_max_position + 1;
-    int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed);
+    int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k);
     g.sm.top_p = s->top_p;
     if (rc == 0)
         rc = gen_alloc(&g, model->ctx, fn, V, s->seed);

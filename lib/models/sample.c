@@ -74,24 +74,20 @@ void nnt_sampler_seed(uint64_t rng[4], uint64_t seed)
 }
 
 int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_t V,
-                     double temperature, int64_t top_k, uint64_t seed)
+                     double temperature, int64_t top_k)
 {
     sm->temperature = temperature;
     sm->top_k = top_k;
     sm->V = V;
-    nnt_sampler_seed(sm->rng, seed);
-    sm->logits = malloc((size_t)V * sizeof *sm->logits);
     sm->cand = malloc((size_t)V * sizeof *sm->cand);
-    if (!sm->logits || !sm->cand)
+    if (!sm->cand)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     return NNT_OK;
 }
 
 void nnt_sampler_free(nnt_sampler *sm)
 {
-    free(sm->logits);
     free(sm->cand);
-    sm->logits = NULL;
     sm->cand = NULL;
 }
 
@@ -178,13 +174,8 @@ static int64_t nucleus_size(const nnt_sampler *sm, int64_t k, double max)
     return k;
 }
 
-int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_t *token)
-{
-    return nnt_sampler_pick_from(sm, ctx, fn, sm->logits, sm->rng, token);
-}
-
-int nnt_sampler_pick_from(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn,
-                          const float *l, uint64_t rng[4], int32_t *token)
+int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const float *l,
+                     uint64_t rng[4], int32_t *token)
 {
     int64_t V = sm->V, best = 0;
     for (int64_t v = 0; v < V; v++) {

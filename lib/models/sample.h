@@ -4,8 +4,8 @@
  * nnt_model_generate and nnt_gpt_generate (lib/models/generate.c).
  *
  * The choice: temperature 0 is greedy (argmax, lowest id on ties; top_k and the PRNG
- * unused). Otherwise one uniform draw u in [0, 1) from xoshiro256** (seeded through
- * splitmix64 with seed) per token, and the token is the first candidate whose running sum
+ * unused). Otherwise one uniform draw u in [0, 1) from the sequence's xoshiro256** (seeded
+ * through splitmix64 with its seed, nnt_sampler_seed) per token, and the token is the first candidate whose running sum
  * of softmax((logit - max) / temperature) exceeds u times the sum; the candidates are the
  * top_k largest logits ordered by logit then id (top_k > 0 and < V), else every token by id;
  * with top_p in (0, 1) (set after nnt_sampler_init), only the first of those in (logit, id)
@@ -22,13 +22,13 @@ typedef struct nnt_sample_cand {
     int32_t id;
 } nnt_sample_cand;
 
+/* The settings and scratch of the choice, for any number of sequences (each with its own
+ * logits and generator state). */
 typedef struct nnt_sampler {
     double temperature;       /* 0: greedy                                                  */
     int64_t top_k;            /* > 0: only the top_k largest logits; 0: all                 */
     double top_p;             /* in (0, 1): nucleus of the candidates; else all             */
     int64_t V;
-    uint64_t rng[4];          /* xoshiro256** state                                        */
-    float *logits;            // (V) the caller writes the last position's logits here
     nnt_sample_cand *cand;    // (V)
 } nnt_sampler;
 
@@ -42,17 +42,15 @@ int nnt_generate_check(const nnt_ctx *ctx, const char *fn, int64_t V, const int3
 /* A sampler over V tokens (NNT_E_NOMEM naming fn); free it with nnt_sampler_free, also after
  * a failure. */
 int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_t V,
-                     double temperature, int64_t top_k, uint64_t seed);
+                     double temperature, int64_t top_k);
 void nnt_sampler_free(nnt_sampler *sm);
 
-/* The next token from sm->logits; NNT_E_STATE naming fn if a logit is not finite. */
-int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_t *token);
-/* The same from logits (V) with the generator state rng (advanced), sm's settings and
- * scratch: one sampler for several sequences, each with its own logits and generator. */
-int nnt_sampler_pick_from(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn,
-                          const float *logits, uint64_t rng[4], int32_t *token);
-/* rng seeded as nnt_sampler_init seeds its generator with seed. */
+/* A sequence's generator state rng (xoshiro256**) seeded with seed. */
 void nnt_sampler_seed(uint64_t rng[4], uint64_t seed);
+/* The next token from logits (V) of the last position, with the sequence's generator rng
+ * (advanced when sampling); NNT_E_STATE naming fn if a logit is not finite. */
+int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const float *logits,
+                     uint64_t rng[4], int32_t *token);
 
 /* Token i of the sequence so far: the prompt, then what has been generated. */
 static inline int32_t nnt_generate_token_at(const int32_t *prompt, int64_t nprompt,
