@@ -78,7 +78,7 @@ static void k_xent_fwd(void)
 }
 static void k_xent_bwd(void)
 {
-    nnt_cpu_xent_bwd_block_f32(ROWS, VOC, 0, g_a, VOC, g_tgt, -100, g_m, g_s, 1.0f / ROWS, g_c);
+    nnt_cpu_xent_bwd_block_f32(ROWS, VOC, 0, g_a, VOC, g_tgt, -100, g_m, g_s, NULL, 1.0f / ROWS, g_c);
 }
 static void k_adamw(void)
 {

@@ -757,11 +757,12 @@ void nnt_cpu_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
 void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
                            const float *m, const float *s, const float *tgt, float *loss,
                            float *lse);
-/* dlogits[r, j] = scale * (exp(logit - m) / s - [v0 + j == target]); 0 for ignored rows.
- * dlogits has leading dim ld. (scale = dloss / number of valid rows.)                  set */
+/* dlogits[r, j] = scale * w[r] * (exp(logit - m) / s - [v0 + j == target]); 0 for ignored
+ * rows; w NULL: 1. dlogits has leading dim ld. (scale = dloss / number of valid rows.)   set */
 void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, int32_t ignore_index,
-                                const float *m, const float *s, float scale, float *dlogits);
+                                const float *m, const float *s, const float *w, float scale,
+                                float *dlogits);
 
 /* ---- embedding, table split over vocabulary blocks -------------------------------------------
  * table: (nv, nc) rows for vocabulary ids [v0, v0 + nv), leading dim ldt.

@@ -43,7 +43,8 @@ void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_
  * dlogits may be logits itself (in place). */
 void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, int32_t ignore_index,
-                                const float *m, const float *s, float scale, float *dlogits)
+                                const float *m, const float *s, const float *w, float scale,
+                                float *dlogits)
 {
     for (int64_t r = 0; r < rows; r++) {
         const float *x = logits + r * ld;
@@ -53,10 +54,11 @@ void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
                 dx[j] = 0.0f;
             continue;
         }
-        float mr = m[r], c = scale / s[r];
+        float sr = w ? scale * w[r] : scale;   /* this row's factor */
+        float mr = m[r], c = sr / s[r];
         nnt_cpu_row_scaled_exp_f32(nv, x, mr, c, dx);
         int64_t t = (int64_t)targets[r] - v0;
         if (t >= 0 && t < nv)
-            dx[t] -= scale;
+            dx[t] -= sr;
     }
 }

@@ -92,7 +92,8 @@ __global__ void xent_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
                                 const float *logits, int64_t ld,
                                 const int32_t *__restrict__ targets, int32_t ignore_index,
                                 const float *__restrict__ m, const float *__restrict__ s,
-                                float scale, float *dlogits)  /* may run in place */
+                                const float *__restrict__ w, float scale,
+                                float *dlogits)  /* may run in place */
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const int32_t t = targets[r];
@@ -103,11 +104,12 @@ __global__ void xent_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
             continue;
         }
         const float *row = logits + r * ld;
-        const float mr = m[r], c = scale / s[r];
+        const float sr = w ? scale * w[r] : scale;   /* this row's factor */
+        const float mr = m[r], c = sr / s[r];
         const int64_t jt = (int64_t)t - v0;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
             const float g = c * expf(row[j] - mr);
-            drow[j] = j == jt ? g - scale : g;
+            drow[j] = j == jt ? g - sr : g;
         }
     }
 }
@@ -148,14 +150,14 @@ extern "C" int nnt_cuda_xent_loss_f32(int64_t rows, const int32_t *targets,
 extern "C" int nnt_cuda_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
                                            const float *logits, int64_t ld,
                                            const int32_t *targets, int32_t ignore_index,
-                                           const float *m, const float *s, float scale,
-                                           float *dlogits, cudaStream_t stream)
+                                           const float *m, const float *s, const float *w,
+                                           float scale, float *dlogits, cudaStream_t stream)
 {
     if (rows < 0 || nv < 0)
         return -1;
     if (rows == 0 || nv == 0)
         return 0;
     xent_bwd_kernel<<<row_grid(rows), kThreads, 0, stream>>>(rows, nv, v0, logits, ld, targets,
-                                                             ignore_index, m, s, scale, dlogits);
+                                                             ignore_index, m, s, w, scale, dlogits);
     return launch_status();
 }

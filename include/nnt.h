@@ -443,6 +443,12 @@ NNT_API int nnt_tensor_cross_entropy(nnt_tensor *logits, nnt_tensor *targets,
 NNT_API int nnt_tensor_cross_entropy_backward(nnt_tensor *logits, nnt_tensor *targets,
                                               int32_t ignore_index, nnt_tensor *lse,
                                               double scale, nnt_tensor *dlogits);
+/* As nnt_tensor_cross_entropy_backward, each row r's gradient multiplied by weights[r]
+ * (new in 0.3): weights (N...) NNT_FP32 with lse's shape and tiling, NULL: every row 1. */
+NNT_API int nnt_tensor_cross_entropy_backward_ex(nnt_tensor *logits, nnt_tensor *targets,
+                                                 int32_t ignore_index, nnt_tensor *lse,
+                                                 double scale, nnt_tensor *weights,
+                                                 nnt_tensor *dlogits);
 
 /* Sum of squares of every element of n tensors (any shapes and tilings), e.g. for the
  * global gradient norm. Waits for the result; summed in a fixed order (deterministic). */
@@ -715,6 +721,19 @@ NNT_API int nnt_layer_set_positions(nnt_layer *layer, nnt_tensor *positions);
 NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y);
 /* Mean loss of the last forward with targets (waits for it). */
 NNT_API int nnt_layer_loss(nnt_layer *layer, double *loss);
+/* The loss of each target of the last forward with targets (new in 0.3): n (the targets'
+ * count, B * T for (B, T) targets) losses -log p(target) in the targets' order, 0 for
+ * ignored ones (waits for the forward). E.g. a sequence's log-likelihood, the sum of its
+ * counted targets' losses negated. */
+NNT_API int nnt_layer_target_losses(nnt_layer *layer, float *losses, int64_t n);
+/* Weights of the targets of the last forward with targets for the backward that follows
+ * (new in 0.3): it then computes the gradient of sum_t weights[t] * loss_t / divisor (the
+ * divisor of nnt_layer_set_targets_ex, else the counted targets' number) instead of the
+ * plain mean. n: the targets' count; weights finite, copied; NULL: every weight 1 again.
+ * nnt_layer_set_targets resets them to 1; nnt_layer_loss stays the unweighted loss. Used by
+ * losses made of per-sequence log-likelihoods (preference optimization, nnt_trainer's
+ * dpo_beta): d loss / d loss_t given as weights. */
+NNT_API int nnt_layer_set_target_weights(nnt_layer *layer, const float *weights, int64_t n);
 /* Given dy = d loss / d y of the last forward (NULL for a layer with targets: the gradient
  * of the mean loss), add the parameter gradients and return dx = d loss / d x (owned by
  * the layer; dx may be NULL; the embedding has no dx and sets *dx = NULL). Each backward
@@ -1810,6 +1829,18 @@ NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int
  * last message not a user's, NNT_E_FORMAT (new in 0.3). */
 NNT_API int nnt_sft_encode_prompt(nnt_sft *s, const char *record, size_t len,
                                   const int32_t **ids, size_t *n);
+/* A preference record (TRL's DPO forms; new in 0.3): {"prompt": P, "chosen": C,
+ * "rejected": R} with P, C and R strings or lists of messages, or {"chosen": C, "rejected":
+ * R} whose shared beginning is the prompt (TRL's extract_prompt: the messages, or for strings
+ * the characters, up to where they first differ), with chat_template_kwargs and tools as in
+ * nnt_sft_encode. ids[0], counts[0], n[0]: the chosen sequence, encoded as nnt_sft_encode
+ * encodes {"prompt": P, "completion": C}; ids[1], counts[1], n[1]: the rejected one; both
+ * count from the first position where either prompt's ids and its sequence's ids differ
+ * (as TRL's DPOTrainer tokenizes them). Valid until the next call. Refused as nnt_sft_encode
+ * refuses, and a record without chosen or rejected, or with other keys, NNT_E_FORMAT. */
+NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len,
+                                      const int32_t *ids[2], const uint8_t *counts[2],
+                                      size_t n[2]);
 
 /* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
  * directory: its tokenizer.json), used with
@@ -1876,6 +1907,12 @@ typedef struct nnt_trainer_report {
     int saved_best;              /* validation: its loss is the lowest: best_checkpoint written */
     int requested;               /* checkpoint: asked for (nnt_trainer_request_save, SIGUSR1 with
                                     nnt_trainer_handle_signals, on any rank), not save_every's */
+    /* new in 0.3 (read them only when size covers them) */
+    double dpo_accuracy;         /* DPO step / validation: the share of pairs whose chosen
+                                    reward beta (pi_c - ref_c) beats the rejected one's (TRL's
+                                    rewards/accuracies); 0 otherwise                         */
+    double dpo_margin;           /* DPO: the mean of the chosen reward minus the rejected one
+                                    (TRL's rewards/margins); 0 otherwise                      */
 } nnt_trainer_report;
 
 /* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */
@@ -1937,11 +1974,19 @@ typedef struct nnt_trainer_options {
                                     has NNT_UPDATE_IN_BACKWARD=0; 0: never (the separate step,
                                     gradients kept after it); 1: always (NNT_E_STATE at
                                     creation when the optimizer clips)                     */
+    /* new in 0.3 (a size without it gets 0) */
+    double dpo_beta;             /* > 0: direct preference optimization (DPO, TRL's sigmoid
+                                    loss) with this beta on pairs of rows: the data (and the
+                                    held-out data) rows of T tokens with a loss mask, row 2p a
+                                    pair's chosen sequence and 2p + 1 its rejected one
+                                    (nnt-tokenize --preference); B even (B / 2 pairs a
+                                    micro-batch); the reference is the model before its first
+                                    update (nnt_trainer_create(3)); 0: the cross-entropy      */
 } nnt_trainer_options;
 
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
-      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1 }
+      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

@@ -1798,7 +1798,7 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
         expect_close(what, rows, loss, rloss, TOL_XENT_LOSS, 0.1);
         for (int c = 0; c < nb; c++)
             nnt_cpu_xent_bwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, ign, m, s,
-                                       scale, dx + b[c]);
+                                       NULL, scale, dx + b[c]);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < V; j++)
                 rdx_ld[r * ld + j] = rdx[r * V + j];
@@ -1811,7 +1811,7 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
     int nb = make_split(1, V, b);
     for (int c = 0; c < nb; c++)
         nnt_cpu_xent_bwd_block_f32(rows, b[c + 1] - b[c], b[c], xi + b[c], ld, t, ign, m, s,
-                                   scale, xi + b[c]);
+                                   NULL, scale, xi + b[c]);
     for (int64_t r = 0; r < rows; r++)
         ck_assert(memcmp(xi + r * ld, dx + r * ld, (size_t)V * sizeof(float)) == 0);
     free(xi);
@@ -2372,7 +2372,7 @@ START_TEST(test_isa_paths)
             dl[path] = alloc_f(rows * ld);
             for (int c = 0; c < 2; c++)
                 nnt_cpu_xent_bwd_block_f32(rows, n, c * n, lg + c * n, ld, t, -100, xs[0][0],
-                                           xs[0][1], 0.5f, dl[path] + c * n);
+                                           xs[0][1], NULL, 0.5f, dl[path] + c * n);
         }
         expect_path("xent max", rows, xs[1][0], xs[0][0], 0.0, 0.0);
         expect_path("xent sum", rows, xs[1][1], xs[0][1], TOL_ISA_XENT, 0.0);

@@ -1887,18 +1887,35 @@ START_TEST(test_xent)
             for (int blk = 0; blk < 2; blk++) {
                 int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
                 NNT_OK(nnt_cuda_xent_bwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, ignore,
-                                                   d_m, d_s, scale, d_dl + v0, g_stream));
+                                                   d_m, d_s, NULL, scale, d_dl + v0, g_stream));
                 nnt_cpu_xent_bwd_block_f32(rows, nv, v0, logits + v0, ld, tg, ignore, m, s,
-                                           scale, dl + v0);
+                                           NULL, scale, dl + v0);
             }
             got = fetch(d_dl, rows * ld);
             check_close("xent dlogits", got, dl, rows * ld, 1e-5, 1e-6 * scale);
             free(got);
+            /* per-row weights (DPO's): the CPU kernel's values */
+            float *w = rand_f(rows, -2.0f, 2.0f), *d_w = dup_d(w, rows);
+            for (int blk = 0; blk < 2; blk++) {
+                int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
+                NNT_OK(nnt_cuda_xent_bwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, ignore,
+                                                   d_m, d_s, d_w, scale, d_dl + v0, g_stream));
+                nnt_cpu_xent_bwd_block_f32(rows, nv, v0, logits + v0, ld, tg, ignore, m, s,
+                                           w, scale, dl + v0);
+            }
+            got = fetch(d_dl, rows * ld);
+            check_close("xent dlogits weighted", got, dl, rows * ld, 1e-5, 2e-6 * scale);
+            free(got), free(w), dfree(d_w);
+            for (int blk = 0; blk < 2; blk++) {   /* the unweighted values again */
+                int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
+                nnt_cpu_xent_bwd_block_f32(rows, nv, v0, logits + v0, ld, tg, ignore, m, s,
+                                           NULL, scale, dl + v0);
+            }
             /* in place, as the codelet runs it (dlogits == logits): the same values */
             for (int blk = 0; blk < 2; blk++) {
                 int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
                 NNT_OK(nnt_cuda_xent_bwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, ignore,
-                                                   d_m, d_s, scale, d_lg + v0, g_stream));
+                                                   d_m, d_s, NULL, scale, d_lg + v0, g_stream));
             }
             got = fetch(d_lg, rows * ld);
             for (int64_t r = 0; r < rows; r++)

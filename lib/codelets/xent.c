@@ -13,6 +13,7 @@ struct xent_args {
     float scale;
     int init;              /* forward block: m, s, tgt only written (first vocab tile) */
     int in_place;          /* backward block: dlogits is the logits buffer            */
+    int weighted;          /* backward block: a last buffer of per-row weights        */
 };
 
 #define P(i) ((float *)STARPU_VECTOR_GET_PTR(buffers[i]))
@@ -41,7 +42,14 @@ static void finish_cpu(void *buffers[], void *cl_arg)
     nnt_cpu_xent_loss_f32(rows, TARGETS(0), a->ignore_index, CP(1), CP(2), CP(3), P(4), P(5));
 }
 
-/* buffers: logits (rows, nv) R (RW in place), targets R, lse R, ones R, [dlogits W] */
+/* The backward block's per-row weights: its last buffer, or NULL (every row 1). */
+static const float *bwd_weights(void *buffers[], const struct xent_args *a)
+{
+    return a->weighted ? CP(a->in_place ? 4 : 5) : NULL;
+}
+
+/* buffers: logits (rows, nv) R (RW in place), targets R, lse R, ones R, [dlogits W],
+ * [weights (rows) R] */
 static void bwd_block_cpu(void *buffers[], void *cl_arg)
 {
     const struct xent_args *a = cl_arg;
@@ -49,7 +57,7 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
     int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
     float *dlogits = a->in_place ? P(0) : P(4);
     nnt_cpu_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), a->ignore_index, CP(2),
-                               CP(3), a->scale, dlogits);
+                               CP(3), bwd_weights(buffers, a), a->scale, dlogits);
 }
 
 #ifdef NNT_CUDA_CODELETS
@@ -92,8 +100,8 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
     int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
     float *dlogits = a->in_place ? P(0) : P(4);
     int rc = nnt_cuda_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1),
-                                         a->ignore_index, CP(2), CP(3), a->scale, dlogits,
-                                         nnt_cuda_task_stream());
+                                         a->ignore_index, CP(2), CP(3), bwd_weights(buffers, a),
+                                         a->scale, dlogits, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_xent_bwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -137,7 +145,7 @@ static struct starpu_codelet bwd_block_cl = {
 int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
                               int init)
 {
-    struct xent_args args = {v0, 0, 0.0f, init, 0};
+    struct xent_args args = {v0, 0, 0.0f, init, 0, 0};
     enum starpu_data_access_mode acc = init ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[5] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], acc}, {h[3], acc}, {h[4], acc}};
@@ -147,21 +155,25 @@ int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64
 /* h: targets, m, s, tgt, loss, lse. */
 int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index)
 {
-    struct xent_args args = {0, ignore_index, 0.0f, 0, 0};
+    struct xent_args args = {0, ignore_index, 0.0f, 0, 0, 0};
     struct starpu_data_descr bufs[6] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R}, {h[3], STARPU_R},
         {h[4], STARPU_W}, {h[5], STARPU_W}};
     return nnt_submit(ctx, &finish_cl, 6, bufs, &args, sizeof args);
 }
 
-/* h: logits, targets, lse, ones, dlogits; dlogits == logits: one buffer, in place (RW). */
+/* h: logits, targets, lse, ones, dlogits, weights (NULL: every row 1); dlogits == logits: one
+ * buffer, in place (RW). */
 int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
                               int32_t ignore_index, float scale)
 {
-    int in_place = h[4] == h[0];
-    struct xent_args args = {v0, ignore_index, scale, 0, in_place};
-    struct starpu_data_descr bufs[5] = {
+    int in_place = h[4] == h[0], weighted = h[5] != NULL;
+    struct xent_args args = {v0, ignore_index, scale, 0, in_place, weighted};
+    struct starpu_data_descr bufs[6] = {
         {h[0], in_place ? STARPU_RW : STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
-        {h[3], STARPU_R}, {h[4], STARPU_W}};
-    return nnt_submit(ctx, &bwd_block_cl, in_place ? 4 : 5, bufs, &args, sizeof args);
+        {h[3], STARPU_R}, {h[4], STARPU_W}, {h[5], STARPU_R}};
+    int n = in_place ? 4 : 5;
+    if (weighted)
+        bufs[n++] = bufs[5];
+    return nnt_submit(ctx, &bwd_block_cl, n, bufs, &args, sizeof args);
 }

@@ -71,6 +71,9 @@ struct nnt_sft {
     int32_t *ids;                 /* (n) the last record's ids                               */
     uint8_t *counts;              /* (n) 1: counts as a target                               */
     size_t n, cap;
+    int32_t *pair_ids;            /* (npair) a preference record's chosen sequence           */
+    uint8_t *pair_counts;
+    size_t npair, pair_cap;
     int32_t *a, *b;               /* scratch encodings                                       */
     size_t acap, bcap;
     sbuf text;                    /* the rendered text                                       */
@@ -453,6 +456,7 @@ void nnt_sft_destroy(nnt_sft *s)
         return;
     free(s->system), free(s->eos), free(s->bos), free(s->pad);
     free(s->ids), free(s->counts), free(s->a), free(s->b);
+    free(s->pair_ids), free(s->pair_counts);
     free(s->text.p);
     hft_jv_free(&s->tools_tree);
     free(s);
@@ -1943,8 +1947,11 @@ static int rename_from_value(jv *list, const char *name)
     return NNT_OK;
 }
 
-/* nnt_sft_encode, or (prompt) nnt_sft_encode_prompt's rendering */
-static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
+static int preference_view(const jv *root, int which, jv *view, jv parts[4], char *keys[4]);
+
+/* nnt_sft_encode, or (prompt) nnt_sft_encode_prompt's rendering, or (pref 0 or 1) the chosen
+ * or rejected sequence of a preference record (nnt_sft_encode_preference) */
+static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, int pref)
 {
     static const char fn[] = "nnt_sft_encode";
     char err[NNT_IO_ERRLEN];
@@ -1956,8 +1963,9 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
         rc = nnt_json_end(&j);
     if (rc)
         return nnt_fail(NULL, rc, "%s: %s", fn, err);
-    static const char *const LISTS[] = {"prompt", "completion", "messages", "conversations"};
-    for (int k = 0; rc == 0 && k < 4; k++)
+    static const char *const LISTS[] = {"prompt", "completion", "messages", "conversations",
+                                        "chosen", "rejected"};
+    for (int k = 0; rc == 0 && k < 6; k++)
         rc = rename_from_value(root.type == JV_OBJ ? (jv *)hft_jv_get(&root, LISTS[k]) : NULL,
                                LISTS[k]);
     if (rc == 0 && root.type == JV_ARR)
@@ -1973,21 +1981,25 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
     if (!messages && root.type == JV_OBJ)
         messages = hft_jv_get(&root, "conversations");
     const jv *tools = root.type == JV_OBJ ? hft_jv_get(&root, "tools") : NULL;
-    if (!prompt) {   /* a record's chat_template_kwargs hold for it alone */
+    jv view, parts[4];   /* a preference record's side: {"prompt": P, "completion": C, ...} */
+    char *keys[4];
+    if (pref >= 0)
+        rc = preference_view(&root, pref, &view, parts, keys);
+    if (rc == 0 && !prompt) {   /* a record's chat_template_kwargs hold for it alone */
         int no_thinking = s->no_thinking;
         char date[sizeof s->date];
         memcpy(date, s->date, sizeof date);
-        rc = encode_value(s, &root);
+        rc = encode_value(s, pref >= 0 ? &view : &root);
         if (rc == 0 && s->all_tokens)
             memset(s->counts, 1, s->n);
         s->no_thinking = no_thinking;
         memcpy(s->date, date, sizeof date);
     }
-    else if (!messages || (root.type == JV_OBJ && root.n != 1 + (tools != NULL)))
+    else if (rc == 0 && (!messages || (root.type == JV_OBJ && root.n != 1 + (tools != NULL))))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
                       "\"conversations\"; and \"tools\"; no other key), or the list of "
                       "messages alone", fn);
-    else if (!tools || (rc = record_tools(s, tools)) == 0)
+    else if (rc == 0 && (!tools || (rc = record_tools(s, tools)) == 0))
         rc = encode_messages(s, messages);
     /* what held for this record alone: options back, the record's tree's values gone */
     s->prompt = 0;
@@ -2005,7 +2017,7 @@ NNT_API int nnt_sft_encode_prompt(nnt_sft *s, const char *record, size_t len,
     if (!s || (!record && len) || !ids || !n)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_sft_encode_prompt: a NULL argument");
     *ids = NULL, *n = 0;
-    NNT_TRY(encode_json(s, record, len, 1));
+    NNT_TRY(encode_json(s, record, len, 1, -1));
     *ids = s->ids, *n = s->n;
     return NNT_OK;
 }
@@ -2017,7 +2029,160 @@ NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int
     if (!s || (!record && len) || !ids || !counts || !n)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
     *ids = NULL, *counts = NULL, *n = 0;
-    NNT_TRY(encode_json(s, record, len, 0));
+    NNT_TRY(encode_json(s, record, len, 0, -1));
     *ids = s->ids, *counts = s->counts, *n = s->n;
+    return NNT_OK;
+}
+
+/* ---- preference records (TRL's DPO forms) ------------------------------------------------- */
+
+/* Python's == on JSON values: objects equal with their keys in any order. */
+static int jv_equal(const jv *a, const jv *b)
+{
+    if (a->type != b->type)
+        return 0;
+    switch (a->type) {
+    case JV_NULL:
+        return 1;
+    case JV_BOOL:
+        return a->b == b->b;
+    case JV_NUM:   /* the raw text: 1 and 1.0 differ here, as int and float do not in Python */
+    case JV_STR:
+        return a->len == b->len && memcmp(a->s, b->s, a->len) == 0;
+    case JV_ARR:
+        if (a->n != b->n)
+            return 0;
+        for (size_t i = 0; i < a->n; i++)
+            if (!jv_equal(&a->items[i], &b->items[i]))
+                return 0;
+        return 1;
+    default:
+        if (a->n != b->n)
+            return 0;
+        for (size_t i = 0; i < a->n; i++) {
+            const jv *other = hft_jv_get(b, a->keys[i]);
+            if (!other || !jv_equal(&a->items[i], other))
+                return 0;
+        }
+        return 1;
+    }
+}
+
+/* TRL's extract_prompt on chosen and rejected (both strings or both lists): the index where
+ * they first differ (a string's: at a character's first byte, one back when the character
+ * before is a space); when one is the other's beginning, the last index of the shorter, as
+ * the loop TRL runs leaves it. */
+static size_t shared_prefix(const jv *c, const jv *r)
+{
+    size_t n = c->type == JV_STR ? (c->len < r->len ? c->len : r->len) : (c->n < r->n ? c->n : r->n);
+    for (size_t i = 0; i < n; i++) {
+        if (c->type == JV_STR ? c->s[i] == r->s[i] : jv_equal(&c->items[i], &r->items[i]))
+            continue;
+        while (c->type == JV_STR && i > 0 && ((unsigned char)c->s[i] & 0xC0) == 0x80)
+            i--;   /* (a UTF-8 continuation byte: back to its character's first byte) */
+        if (c->type == JV_STR && i > 0 && c->s[i - 1] == ' ')
+            i--;
+        return i;
+    }
+    return n - 1;
+}
+
+/* parts[k]: a slice [from, from + n) of v (a string's bytes, a list's items), borrowed. */
+static void slice(const jv *v, size_t from, size_t n, jv *part)
+{
+    *part = *v;
+    if (v->type == JV_STR)
+        part->s = v->s + from, part->len = n;
+    else
+        part->items = v->items + from, part->n = n;
+}
+
+/* The record's side which (0 chosen, 1 rejected) as a prompt/completion record in *view,
+ * whose items are parts and keys keys (the items borrowed from root: nothing to free). */
+static int preference_view(const jv *root, int which, jv *view, jv parts[4], char *keys[4])
+{
+    static const char fn[] = "nnt_sft_encode_preference";
+    static const char *const KEYS[4] = {"prompt", "completion", "chat_template_kwargs", "tools"};
+    if (root->type != JV_OBJ)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
+    for (size_t i = 0; i < root->n; i++)
+        if (strcmp(root->keys[i], "prompt") && strcmp(root->keys[i], "chosen") &&
+            strcmp(root->keys[i], "rejected") && strcmp(root->keys[i], "chat_template_kwargs") &&
+            strcmp(root->keys[i], "tools"))
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (prompt, chosen, "
+                            "rejected, chat_template_kwargs, tools)", fn, root->keys[i]);
+    const jv *prompt = hft_jv_get(root, "prompt"), *chosen = hft_jv_get(root, "chosen"),
+             *rejected = hft_jv_get(root, "rejected");
+    if (!chosen || !rejected)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: a preference record has \"chosen\" and "
+                        "\"rejected\" (and \"prompt\", or a prompt they share)", fn);
+    int text = chosen->type == JV_STR;
+    if ((!text && chosen->type != JV_ARR) || rejected->type != chosen->type)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"chosen\" and \"rejected\" must be both "
+                        "strings or both lists of messages", fn);
+    const jv *side = which ? rejected : chosen;
+    if (prompt) {
+        parts[0] = *prompt, parts[1] = *side;
+    } else {   /* the prompt they share (TRL's extract_prompt) */
+        size_t nc = text ? chosen->len : chosen->n, nr = text ? rejected->len : rejected->n;
+        if (nc == 0 || nr == 0)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: an empty \"%s\" without a \"prompt\"",
+                            fn, nc == 0 ? "chosen" : "rejected");
+        size_t k = shared_prefix(chosen, rejected);
+        slice(chosen, 0, k, &parts[0]);
+        slice(side, k, (text ? side->len : side->n) - k, &parts[1]);
+    }
+    size_t n = 2;
+    keys[0] = (char *)KEYS[0], keys[1] = (char *)KEYS[1];   /* (never written through) */
+    for (int k = 2; k < 4; k++) {
+        const jv *v = hft_jv_get(root, KEYS[k]);
+        if (v)
+            parts[n] = *v, keys[n] = (char *)KEYS[k], n++;
+    }
+    memset(view, 0, sizeof *view);
+    view->type = JV_OBJ, view->n = n, view->keys = keys, view->items = parts;
+    return NNT_OK;
+}
+
+/* The first counted position of n counts (n when none). */
+static size_t first_counted(const uint8_t *counts, size_t n)
+{
+    size_t k = 0;
+    while (k < n && !counts[k])
+        k++;
+    return k;
+}
+
+NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len,
+                                      const int32_t *ids[2], const uint8_t *counts[2],
+                                      size_t n[2])
+{
+    static const char fn[] = "nnt_sft_encode_preference";
+    if (!s || (!record && len) || !ids || !counts || !n)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
+    ids[0] = ids[1] = NULL, counts[0] = counts[1] = NULL, n[0] = n[1] = 0;
+    NNT_TRY(encode_json(s, record, len, 0, 0));
+    if (s->n > s->pair_cap) {
+        int32_t *pi = realloc(s->pair_ids, s->n * sizeof *pi);
+        if (pi)
+            s->pair_ids = pi;
+        uint8_t *pc = pi ? realloc(s->pair_counts, s->n) : NULL;
+        if (!pc)
+            return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
+        s->pair_counts = pc, s->pair_cap = s->n;
+    }
+    memcpy(s->pair_ids, s->ids, s->n * sizeof *s->ids);
+    memcpy(s->pair_counts, s->counts, s->n);
+    s->npair = s->n;
+    NNT_TRY(encode_json(s, record, len, 0, 1));
+    /* TRL's completions both start where the shorter shared prefix of the prompt ends */
+    size_t k0 = first_counted(s->pair_counts, s->npair), k1 = first_counted(s->counts, s->n);
+    size_t k = k0 < k1 ? k0 : k1;
+    if (k0 < s->npair)
+        memset(s->pair_counts + k, 1, k0 - k);
+    if (k1 < s->n)
+        memset(s->counts + k, 1, k1 - k);
+    ids[0] = s->pair_ids, counts[0] = s->pair_counts, n[0] = s->npair;
+    ids[1] = s->ids, counts[1] = s->counts, n[1] = s->n;
     return NNT_OK;
 }

@@ -1073,6 +1073,8 @@ typedef struct xent {
     nnt_tensor *fwd_targets;        // (...) int32, logits' leading tiling
     nnt_tensor *losses, *lse;       // (...)
     nnt_tensor *dlogits;            // (..., V); unused in place
+    nnt_tensor *weights;            // (...) nnt_layer_set_target_weights', logits' layout
+    int weighted;                   /* the backward multiplies each row by its weight      */
     int in_place;                   /* the backward writes the gradient over the logits
                                        (gl_cross_entropy_in_place)                      */
 } xent;
@@ -1110,6 +1112,7 @@ static int xent_set_targets(nnt_layer *l, nnt_tensor *t)
         c->nvalid += ids[i] != c->ignore;
     c->divisor = nnt_layer_targets_divisor;   /* nnt_layer_set_targets_ex's, else 0 */
     c->have_targets = 1;
+    c->weighted = 0;   /* new targets: weights of the old ones no longer apply */
     return NNT_OK;
 }
 
@@ -1200,8 +1203,8 @@ static int xent_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (!c->in_place)
         NNT_TRY(nnt_layer_ensure(l, &c->dlogits, NNT_FP32, x->ndim, x->shape, x->tile));
     nnt_tensor *dlogits = c->in_place ? x : c->dlogits;   // (..., V)
-    NNT_TRY(nnt_tensor_cross_entropy_backward(x, c->fwd_targets, c->ignore, c->lse, scale,
-                                          dlogits));
+    NNT_TRY(nnt_tensor_cross_entropy_backward_ex(x, c->fwd_targets, c->ignore, c->lse, scale,
+                                                 c->weighted ? c->weights : NULL, dlogits));
     *dx = dlogits;
     return NNT_OK;
 }
@@ -1215,7 +1218,7 @@ static int xent_has_targets(const nnt_layer *l)
 static void xent_destroy(nnt_layer *l)
 {
     xent *c = l->impl;
-    nnt_tensor *own[] = {c->targets, c->fwd_targets, c->losses, c->lse, c->dlogits};
+    nnt_tensor *own[] = {c->targets, c->fwd_targets, c->losses, c->lse, c->dlogits, c->weights};
     destroy_all(own, sizeof own / sizeof own[0]);
     free(c->ids);
 }
@@ -1233,6 +1236,70 @@ void gl_cross_entropy_in_place(nnt_layer *l)
 {
     if (l->vt == &xent_vt)
         ((xent *)l->impl)->in_place = 1;
+}
+
+/* The cross-entropy layer that takes l's targets (l, its inner tree's or its last child's,
+ * as nnt_layer_set_targets passes them on), or NULL. */
+static nnt_layer *xent_of(nnt_layer *l)
+{
+    while (l && l->vt != &xent_vt) {
+        nnt_layer *inner = l->vt->inner ? l->vt->inner(l) : NULL;
+        l = inner && inner != l ? inner : l->nchildren > 0 ? l->children[l->nchildren - 1] : NULL;
+    }
+    return l;
+}
+
+/* The cross-entropy layer of l whose last forward had targets, n of them; else a failure. */
+static int xent_forwarded(nnt_layer *l, const char *fn, int64_t n, nnt_layer **out)
+{
+    NNT_TRY(nnt_layer_check(l, fn));
+    nnt_layer *x = xent_of(l);
+    if (!x)
+        return nnt_fail(l->ctx, NNT_E_INVAL, "%s: a %s layer computes no loss (no "
+                        "cross-entropy layer takes its targets)", fn, l->vt->kind_name);
+    xent *c = x->impl;
+    if (!c->with_loss)
+        return nnt_fail(l->ctx, NNT_E_STATE, "%s: no forward with targets yet "
+                        "(nnt_layer_set_targets, then nnt_layer_forward)", fn);
+    int64_t count = 1;
+    for (int d = 0; d < c->losses->ndim; d++)
+        count *= c->losses->shape[d];
+    if (n != count)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: n is %lld; the last forward had %lld targets",
+                        fn, (long long)n, (long long)count);
+    *out = x;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_target_losses(nnt_layer *layer, float *losses, int64_t n)
+{
+    static const char fn[] = "nnt_layer_target_losses";
+    nnt_layer *x = NULL;
+    NNT_TRY(xent_forwarded(layer, fn, n, &x));
+    if (!losses)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: losses is NULL", fn);
+    return nnt_tensor_copy_to_host(((xent *)x->impl)->losses, losses, (size_t)n * sizeof *losses);
+}
+
+NNT_API int nnt_layer_set_target_weights(nnt_layer *layer, const float *weights, int64_t n)
+{
+    static const char fn[] = "nnt_layer_set_target_weights";
+    nnt_layer *x = NULL;
+    NNT_TRY(xent_forwarded(layer, fn, n, &x));
+    xent *c = x->impl;
+    if (!weights) {
+        c->weighted = 0;
+        return NNT_OK;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(weights[i]))
+            return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: weight %lld is not finite (%g)", fn,
+                            (long long)i, (double)weights[i]);
+    nnt_tensor *l = c->losses;   /* the weights take the losses' layout */
+    NNT_TRY(nnt_layer_ensure(x, &c->weights, NNT_FP32, l->ndim, l->shape, l->tile));
+    NNT_TRY(nnt_tensor_copy_from_host(c->weights, weights, (size_t)n * sizeof *weights));
+    c->weighted = 1;
+    return NNT_OK;
 }
 
 NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, nnt_layer **out)

@@ -82,11 +82,11 @@ int nnt_tensor_cross_entropy(nnt_tensor *logits, nnt_tensor *targets, int32_t ig
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-int nnt_tensor_cross_entropy_backward(nnt_tensor *logits, nnt_tensor *targets,
-                                      int32_t ignore_index, nnt_tensor *lse, double scale,
-                                      nnt_tensor *dlogits)
+/* weights: (N...) per-row factors of the gradient, lse's layout; NULL: every row 1. */
+static int backward(nnt_tensor *logits, nnt_tensor *targets, int32_t ignore_index,
+                    nnt_tensor *lse, double scale, nnt_tensor *weights, nnt_tensor *dlogits,
+                    const char *fn)
 {
-    const char *fn = "nnt_tensor_cross_entropy_backward";
     int rc = nnt_check_arg(fn, "logits", logits, NNT_FP32, 1);
     if (rc == 0)
         rc = nnt_check_arg(fn, "targets", targets, NNT_INT32, 1);
@@ -104,6 +104,12 @@ int nnt_tensor_cross_entropy_backward(nnt_tensor *logits, nnt_tensor *targets,
         rc = check_rows(fn, logits, "lse", lse);
     if (rc == 0 && dlogits != logits)
         rc = nnt_check_same_layout(fn, "logits", logits, "dlogits", dlogits);
+    if (rc == 0 && weights)
+        rc = nnt_check_arg(fn, "weights", weights, NNT_FP32, 1);
+    if (rc == 0 && weights)
+        rc = nnt_check_same_layout(fn, "lse", lse, "weights", weights);
+    if (rc == 0 && weights && (weights == dlogits || weights == logits))
+        rc = nnt_fail(logits->ctx, NNT_E_INVAL, "%s: weights must not be logits or dlogits", fn);
     if (rc)
         return rc;
     nnt_tensor *ones = NULL;   /* the softmax sum s = 1 once m = lse; targets' layout */
@@ -114,9 +120,10 @@ int nnt_tensor_cross_entropy_backward(nnt_tensor *logits, nnt_tensor *targets,
         rc = nnt_insert_fill(ones, ones->tiles[r].handle, 1.0);
         for (int64_t vj = 0; vj < nvt && rc == 0; vj++) {
             int64_t li = r * nvt + vj;
-            starpu_data_handle_t h[5] = {logits->tiles[li].handle, targets->tiles[r].handle,
+            starpu_data_handle_t h[6] = {logits->tiles[li].handle, targets->tiles[r].handle,
                                          lse->tiles[r].handle, ones->tiles[r].handle,
-                                         dlogits->tiles[li].handle};
+                                         dlogits->tiles[li].handle,
+                                         weights ? weights->tiles[r].handle : NULL};
             rc = nnt_insert_xent_bwd_block(logits->ctx, h, vj * vtile, ignore_index,
                                            (float)scale);
         }
@@ -125,4 +132,20 @@ int nnt_tensor_cross_entropy_backward(nnt_tensor *logits, nnt_tensor *targets,
     if (rc == 0)
         nnt_tensor_mark_written(dlogits);
     return rc;
+}
+
+int nnt_tensor_cross_entropy_backward(nnt_tensor *logits, nnt_tensor *targets,
+                                      int32_t ignore_index, nnt_tensor *lse, double scale,
+                                      nnt_tensor *dlogits)
+{
+    return backward(logits, targets, ignore_index, lse, scale, NULL, dlogits,
+                    "nnt_tensor_cross_entropy_backward");
+}
+
+int nnt_tensor_cross_entropy_backward_ex(nnt_tensor *logits, nnt_tensor *targets,
+                                         int32_t ignore_index, nnt_tensor *lse, double scale,
+                                         nnt_tensor *weights, nnt_tensor *dlogits)
+{
+    return backward(logits, targets, ignore_index, lse, scale, weights, dlogits,
+                    "nnt_tensor_cross_entropy_backward_ex");
 }

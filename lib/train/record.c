@@ -98,10 +98,15 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     if (tr->frozen > 0)
         snprintf(base + strlen(base), sizeof base - strlen(base), ", \"%s\": \"%016llx\"",
                  fnv ? "base_checksum" : "base_checksum2", (unsigned long long)sum);
-    size_t cap = 4096 + strlen(o->program) + (o->extra_options ? strlen(o->extra_options) : 0);
+    char *dpo = NULL;   /* DPO: beta and the reference */
+    NNT_TRY(nnt_dpo_members(tr, &dpo));
+    size_t cap = 4096 + strlen(o->program) + (o->extra_options ? strlen(o->extra_options) : 0) +
+                 (dpo ? strlen(dpo) : 0);
     char *s = malloc(cap);
-    if (!s)
+    if (!s) {
+        free(dpo);
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: out of memory");
+    }
     if (o->best_checkpoint && tr->best_val < HUGE_VAL)
         snprintf(best, sizeof best, ", \"best_val\": %.17g", tr->best_val);
     snprintf(s, cap,
@@ -113,7 +118,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
              "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
              "\"warmup\": %lld, \"min_lr\": %.17g, \"held_out\": %lld, \"shuffle\": %d, "
-             "\"val_every\": %lld, \"save_every\": %lld, \"save_best\": %d%s%s%s%s}",
+             "\"val_every\": %lld, \"save_every\": %lld, \"save_best\": %d%s%s%s%s%s}",
              o->program, (long long)step, c.family, (long long)c.vocab, (long long)c.max_seq,
              (long long)c.layers, (long long)c.heads, (long long)c.kv_heads,
              (long long)c.channels, (long long)c.hidden, (long long)c.head_dim, c.qk_norm,
@@ -122,9 +127,10 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              oo->eps, oo->weight_decay, oo->momentum, oo->grad_clip,
              schedule_name(oo->schedule), (long long)oo->warmup_steps, oo->min_lr,
              (long long)tr->held_out, o->shuffle, (long long)o->val_every,
-             (long long)o->save_every, o->best_checkpoint != NULL, best, base,
+             (long long)o->save_every, o->best_checkpoint != NULL, best, base, dpo ? dpo : "",
              o->extra_options && *o->extra_options ? ", " : "",
              o->extra_options ? o->extra_options : "");
+    free(dpo);
     *out = s;
     return NNT_OK;
 }
@@ -220,6 +226,8 @@ NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
     int rc = check_model(tr, fn, path, st.options);
     if (rc == NNT_OK)
         rc = check_base(tr, fn, path, st.options);
+    if (rc == NNT_OK)   /* (its size checked too, before anything changes) */
+        rc = nnt_dpo_resume(tr, fn, path, st.options);
     nnt_train_state_clear(&st);
     NNT_TRY(rc);
     NNT_TRY(nnt_train_state_load(tr->opt, path, &st));

@@ -231,7 +231,8 @@ static int open_validation(run_parts *p, int64_t held_out)
     } else {
         p->val_start = p->train_tokens, p->val_len = held_out;
     }
-    int64_t fit = p->val_len > bt ? (p->val_len - 1) / bt : 0;
+    /* (DPO reads whole rows, B T tokens a batch; the others windows of B T + 1) */
+    int64_t fit = p->o.dpo_beta > 0 ? p->val_len / bt : p->val_len > bt ? (p->val_len - 1) / bt : 0;
     if ((r->val_data || held_out) && fit == 0)
         return nnt_fail(p->ctx, NNT_E_INVAL, "%s: %s holds %lld tokens, fewer than one batch of "
                         "B x T + 1 = %lld: %s, or smaller batches", r->val_data ? "val_data"
@@ -272,8 +273,8 @@ static int open_tokens(run_parts *p)
     NNT_TRY(nnt_data_num_tokens(p->data, &n));
     held_out = (int64_t)((double)n * r->val_split);
     nnt_data_info di = NNT_DATA_INFO_INIT;   /* rows of whole examples: split on a row */
-    if (nnt_data_info_get(p->data, &di) == 0 && di.block > 0)
-        held_out -= held_out % di.block;
+    if (nnt_data_info_get(p->data, &di) == 0 && di.block > 0)   /* DPO: on a pair of rows */
+        held_out -= held_out % (di.block * (p->o.dpo_beta > 0 ? 2 : 1));
     p->train_tokens = n - held_out;
     if (p->train_tokens < 2)
         return nnt_fail(p->ctx, NNT_E_INVAL, "data: %s: %lld tokens%s, at least 2 are needed",

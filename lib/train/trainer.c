@@ -78,10 +78,13 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
     if (o->update_in_backward < -1 || o->update_in_backward > 1)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: update_in_backward %d (use -1, 0 or 1)", fn,
                         o->update_in_backward);
-    if (o->val_batches > 0 && o->val_len < o->val_batches * o->batch * o->seq + 1)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: %lld validation windows of B x T + 1 tokens "
+    /* (DPO reads rows of T tokens: B T a validation batch) */
+    if (o->val_batches > 0 &&
+        o->val_len < o->val_batches * o->batch * o->seq + (o->dpo_beta > 0 ? 0 : 1))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %lld validation windows of B x T%s tokens "
                         "need more than the %lld held-out tokens", fn,
-                        (long long)o->val_batches, (long long)o->val_len);
+                        (long long)o->val_batches, o->dpo_beta > 0 ? "" : " + 1",
+                        (long long)o->val_len);
     if (o->val_batches > 0 && !o->val_data && !data)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: validation without data", fn);
     if (o->trace && !o->trace_table)
@@ -199,7 +202,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     tr->done = stats.step;
-    return NNT_OK;
+    return tr->data ? nnt_dpo_prepare(tr, fn) : NNT_OK;
 }
 
 /* The CPU workers' GEMM rate: a (W x 512, 1024) x (1024, 1024) product cut into one 512-row
@@ -460,6 +463,7 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
     free(tr->pos_host);
     nnt_tensor_destroy(tr->targets);
     free(tr->window), free(tr->rows), free(tr->mask), free(tr->kept);
+    nnt_dpo_free(tr);
     if (tr->csv)
         fclose(tr->csv);
     if (tr->val_csv)
@@ -617,6 +621,8 @@ static int load_rows(nnt_trainer *tr, uint64_t pos)
 /* How far a micro-batch moves the data position: B * T tokens, or B rows (shuffle). */
 static uint64_t batch_advance(const nnt_trainer *tr)
 {
+    if (tr->dpo)   /* pairs */
+        return nnt_dpo_advance(tr);
     return (uint64_t)(tr->o.shuffle ? tr->o.batch : tr->o.batch * tr->o.seq);
 }
 
@@ -710,11 +716,17 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
                         "(val_batches 0)");
     nnt_data *src = o->val_data ? o->val_data : tr->data;
     double start = now_s(), sum = 0;
+    nnt_trainer_report dr;   /* DPO: the pairs' loss and rewards */
+    memset(&dr, 0, sizeof dr);
+    if (tr->dpo) {
+        NNT_TRY(nnt_dpo_validate(tr, &dr));
+        sum = dr.loss * (double)o->val_batches;
+    }
     nnt_data_info di = NNT_DATA_INFO_INIT;
     NNT_TRY(nnt_data_info_get(src, &di));
     /* masked: the mean over every counted target of the windows (as a training step) */
     double divisor = 0;
-    for (int64_t k = 0, counted; di.masked && k < o->val_batches; k++) {
+    for (int64_t k = 0, counted; !tr->dpo && di.masked && k < o->val_batches; k++) {
         NNT_TRY(batch_mask(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt), 0,
                            &counted));
         divisor += (double)counted;
@@ -722,7 +734,7 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
     divisor /= (double)o->val_batches;
     int rc = NNT_OK;
     tr->ctx->no_dropout = 1;   /* an evaluation: the adapters' dropout off */
-    for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
+    for (int64_t k = 0; !tr->dpo && k < o->val_batches && rc == 0; k++) {
         double loss = 0.0;
         rc = load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt), di.masked);
         if (rc == 0)
@@ -741,6 +753,7 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
     r.size = sizeof r, r.event = NNT_TRAINER_VALIDATION, r.step = step, r.steps = o->steps;
     r.loss = sum / (double)o->val_batches, r.ms = 1e3 * (now_s() - start);
     r.tokens = o->val_batches * bt, r.mfu = NAN;
+    r.dpo_accuracy = dr.dpo_accuracy, r.dpo_margin = dr.dpo_margin;
     tr->validations_run++, tr->validation_s += r.ms / 1e3;
     if (o->best_checkpoint && r.loss < tr->best_val) {
         double before = tr->best_val;
@@ -842,22 +855,25 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
      * divides the summed gradients by accum. Without a mask every micro-batch counts B T
      * targets and both rules are one. */
     double divisor = 0;
-    for (int64_t k = 0, counted; tr->masked && k < o->accum; k++) {
+    nnt_trainer_report dr;   /* DPO: the pairs' loss and rewards */
+    memset(&dr, 0, sizeof dr);
+    for (int64_t k = 0, counted; !tr->dpo && tr->masked && k < o->accum; k++) {
         NNT_TRY(batch_mask(tr, tr->data, 0, tr->ntokens,
                            tr->data_pos + (uint64_t)k * batch_advance(tr), o->shuffle,
                            &counted));
         divisor += (double)counted;
     }
     divisor /= (double)o->accum;
-    if (tr->masked && divisor == 0 && !tr->no_targets_said && tr->rank == 0) {
+    if (!tr->dpo && tr->masked && divisor == 0 && !tr->no_targets_said && tr->rank == 0) {
         tr->no_targets_said = 1;   /* (transformers would divide by 0 here) */
         nnt_log(NNT_LOG_WARN, "step %lld: no token of its %lld rows counts in the loss (their "
                 "examples' answers cut away at T %lld, or masked out): its loss is 0, and only "
                 "the optimizer's momentum and weight decay move the weights (said once)",
                 (long long)step, (long long)(o->batch * o->accum), (long long)o->seq);
     }
-    int rc = NNT_OK;
-    for (int64_t k = 0; k < o->accum && rc == 0; k++) {
+    int rc = tr->dpo ? nnt_dpo_step(tr, step, &dr) : NNT_OK;
+    sum = dr.loss * (double)o->accum;
+    for (int64_t k = 0; !tr->dpo && k < o->accum && rc == 0; k++) {
         double loss = 0.0;
         /* the micro-batch's number draws the adapters' dropout masks: a resumed run the
          * same as the uninterrupted one */
@@ -871,14 +887,15 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     NNT_TRY(nnt_optim_step(tr->opt));
     NNT_TRY(nnt_ctx_wait(tr->ctx));
     tr->data_pos += (uint64_t)o->accum * batch_advance(tr);
-    if (!o->shuffle)
-        tr->data_pos %= (uint64_t)tr->ntokens;
+    if (!o->shuffle)   /* (DPO: pairs, a multiple of their number) */
+        tr->data_pos %= tr->dpo ? tr->nrows / 2 : (uint64_t)tr->ntokens;
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     memset(r, 0, sizeof *r);
     r->size = sizeof *r, r->event = NNT_TRAINER_STEP, r->step = step, r->steps = o->steps;
     r->loss = sum / (double)o->accum, r->ms = 1e3 * (now_s() - start);
     r->lr = stats.lr, r->grad_norm = stats.grad_norm;
+    r->dpo_accuracy = dr.dpo_accuracy, r->dpo_margin = dr.dpo_margin;
     r->tokens = o->batch * o->seq * o->accum;
     r->tokens_per_s = (double)r->tokens / (r->ms / 1e3);
     int low = tr->peak_low;

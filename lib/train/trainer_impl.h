@@ -77,6 +77,7 @@ struct nnt_trainer {
     int64_t steps_run, validations_run;
     double ms_rest, last_loss, validation_s;   /* steps' time without the first             */
     double ms_sum, loss_ema, run_s;   /* steps' time, the smoothed loss, time in run/step  */
+    struct nnt_dpo *dpo;           /* o.dpo_beta > 0: the pairs and their reference (dpo.c) */
 };
 
 /* Text being built in buf (cap bytes) by nnt_text_add (text.c): fields are added in order;
@@ -125,5 +126,21 @@ int nnt_trainer_keep_previous(nnt_trainer *tr);
 #define NNT_BASE_SUM_WORDS 1   /* "base_checksum2": nnt_hash_words of each parameter     */
 #define NNT_BASE_SUM_FNV 2     /* "base_checksum": FNV-1a over the bytes (older checkpoints) */
 int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum);
+
+/* Direct preference optimization (dpo.c), with o.dpo_beta > 0 (tr->dpo; else NULL). */
+typedef struct nnt_dpo nnt_dpo;
+/* Checks the data and allocates tr->dpo (nothing with dpo_beta 0). */
+int nnt_dpo_prepare(nnt_trainer *tr, const char *fn);
+void nnt_dpo_free(nnt_trainer *tr);
+/* The pairs a micro-batch moves the data position by (B / 2). */
+uint64_t nnt_dpo_advance(const nnt_trainer *tr);
+/* A step's micro-batches (the reference first if not known yet): r's loss and dpo_*. */
+int nnt_dpo_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r);
+/* A validation's pairs: r's loss and dpo_*. */
+int nnt_dpo_validate(nnt_trainer *tr, nnt_trainer_report *r);
+/* The options string's DPO members (", \"dpo_beta\": ..."; *out NULL without DPO). */
+int nnt_dpo_members(const nnt_trainer *tr, char **out);
+/* The reference of a checkpoint's options string (when it records one). */
+int nnt_dpo_resume(nnt_trainer *tr, const char *fn, const char *path, const char *options);
 
 #endif

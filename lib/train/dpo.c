@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: MIT */
+/* Direct preference optimization (nnt_trainer_options.dpo_beta > 0): the trainer's steps and
+ * validations on pairs of sequences, the loss of DPO (Rafailov et al. 2023) as TRL's
+ * DPOTrainer computes it with loss_type "sigmoid":
+ *
+ *   pi_c, pi_r   the model's log-likelihoods of a pair's chosen and rejected sequences (the
+ *                sums over their counted targets of log p(target))
+ *   ref_c, ref_r the same under the reference model: the trainer's model before its first
+ *                update, computed once for every pair (TRL's precompute_ref_log_probs)
+ *   z            beta ((pi_c - ref_c) - (pi_r - ref_r))
+ *   loss         mean over the step's pairs of -log sigmoid(z)
+ *
+ * The data: rows of T tokens (nnt_data_info.block == T, with a loss mask), pair p being rows
+ * 2p (chosen) and 2p + 1 (rejected) (nnt-tokenize --preference writes them so). A
+ * micro-batch holds B / 2 pairs, each pair's rows side by side (chosen at 2j, rejected at
+ * 2j + 1). Its forward gives each target's loss (nnt_layer_target_losses); d loss / d loss_t
+ * is the same for every counted target of a row, +beta sigmoid(-z) / (B / 2) on the chosen
+ * row and its negative on the rejected one, given to the backward as the targets' weights
+ * (nnt_layer_set_target_weights, divisor 1); the optimizer divides the summed gradients by
+ * accum: the mean over the step's pairs.
+ *
+ * The reference log-likelihoods (2 a pair, training and held-out pairs) are recorded in the
+ * trainer's checkpoints ("dpo_reference": each double's bits in hex), so that a resumed run
+ * continues against the same reference. */
+#include "trainer_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The cross-entropy's ignore index of the models (as trainer.c's NNT_TRAINER_IGNORE). */
+#define DPO_IGNORE (-1)
+
+struct nnt_dpo {
+    uint64_t npairs;               /* training pairs: the training tokens' rows / 2          */
+    int64_t val_pairs;             /* held-out pairs: val_len / T / 2                        */
+    int64_t per_batch;             /* pairs a micro-batch: B / 2                            */
+    double *ref;                   /* (2 npairs + 2 val_pairs) reference log-likelihoods:
+                                      training pairs' rows, then held-out pairs' rows         */
+    int ref_ready;
+    float *losses, *weights;       /* (B T) a micro-batch's target losses and weights       */
+    int32_t *inputs, *targets;     /* (B T)                                                 */
+    int32_t *row;                  /* (T) one row's ids                                     */
+    uint8_t *mask;                 /* (T) its mask                                          */
+};
+
+/* The sums of a micro-batch's pairs (or a validation's). */
+typedef struct dpo_sums {
+    double loss, correct, margin;
+    int64_t pairs;
+} dpo_sums;
+
+void nnt_dpo_free(nnt_trainer *tr)
+{
+    nnt_dpo *d = tr->dpo;
+    if (!d)
+        return;
+    free(d->ref), free(d->losses), free(d->weights), free(d->inputs), free(d->targets);
+    free(d->row), free(d->mask);
+    free(d);
+    tr->dpo = NULL;
+}
+
+int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
+{
+    const nnt_trainer_options *o = &tr->o;
+    int64_t B = o->batch, T = o->seq;
+    if (!(o->dpo_beta >= 0) || !isfinite(o->dpo_beta))
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: dpo_beta %g (> 0: DPO; 0: none)", fn,
+                        o->dpo_beta);
+    if (o->dpo_beta == 0)
+        return NNT_OK;
+    if (B % 2)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) takes pairs: the batch "
+                        "must be even, not %lld", fn, o->dpo_beta, (long long)B);
+    nnt_dpo *d = calloc(1, sizeof *d);
+    if (!d)
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    tr->dpo = d;
+    d->per_batch = B / 2;
+    nnt_data *sources[2] = {tr->data, o->val_batches > 0 ? (o->val_data ? o->val_data : tr->data)
+                                                         : NULL};
+    const char *what[2] = {"training data", "held-out data"};
+    int64_t len[2] = {tr->ntokens, o->val_len};
+    for (int k = 0; k < 2; k++) {
+        if (!sources[k])
+            continue;
+        nnt_data_info di = NNT_DATA_INFO_INIT;
+        NNT_TRY(nnt_data_info_get(sources[k], &di));
+        if (di.block != T || !di.masked || di.starts)
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO reads pairs of rows of T = %lld "
+                            "tokens with a loss mask, one example a row (nnt-tokenize "
+                            "--preference --seq %lld); the %s %s", fn, (long long)T,
+                            (long long)T, what[k], di.starts ? "packs several examples a row"
+                            : di.block ? "has rows of another length" : "is not in rows");
+        int64_t rows = len[k] / T;
+        if (rows < 2 || rows % 2)
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO reads pairs of rows (chosen, "
+                            "rejected); the %s has %lld rows of %lld tokens: an even number "
+                            "(at least 2) is needed", fn, what[k], (long long)rows,
+                            (long long)T);
+        if (k == 0)
+            d->npairs = (uint64_t)rows / 2;
+        else
+            d->val_pairs = rows / 2;
+    }
+    size_t bt = (size_t)(B * T), nref = 2 * ((size_t)d->npairs + (size_t)d->val_pairs);
+    d->ref = malloc((nref ? nref : 1) * sizeof *d->ref);
+    d->losses = malloc(bt * sizeof *d->losses);
+    d->weights = malloc(bt * sizeof *d->weights);
+    d->inputs = malloc(bt * sizeof *d->inputs);
+    d->targets = malloc(bt * sizeof *d->targets);
+    d->row = malloc((size_t)T * sizeof *d->row);
+    d->mask = malloc((size_t)T);
+    if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row || !d->mask)
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
+    return NNT_OK;
+}
+
+uint64_t nnt_dpo_advance(const nnt_trainer *tr)
+{
+    return (uint64_t)tr->dpo->per_batch;
+}
+
+/* Row r (of T tokens at first + r T of data) into the micro-batch's row b: its inputs, and its
+ * targets (the next token where the mask counts it, else ignored; the row's last input has
+ * none: the next row's first token is never a target). */
+static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, int64_t b)
+{
+    nnt_dpo *d = tr->dpo;
+    int64_t T = tr->o.seq;
+    NNT_TRY(nnt_data_read(data, first + r * T, d->row, T));
+    NNT_TRY(nnt_data_read_mask(data, first + r * T, d->mask, T));
+    int32_t *in = d->inputs + b * T, *tg = d->targets + b * T;
+    memcpy(in, d->row, (size_t)T * sizeof *in);
+    for (int64_t t = 0; t < T; t++)
+        tg[t] = t + 1 < T && d->mask[t + 1] ? d->row[t + 1] : DPO_IGNORE;
+    return NNT_OK;
+}
+
+/* The pair read i-th from a range of npairs pairs: in order, or (shuffle) the trainer's
+ * shuffled order over pairs. */
+static uint64_t pair_at(const nnt_trainer *tr, uint64_t npairs, uint64_t i, int shuffle)
+{
+    return shuffle ? nnt_shuffled_row(tr->o.seed, npairs, i) : i % npairs;
+}
+
+/* The micro-batch of pairs i .. i + B/2 - 1 of a range (rows at first of data, npairs
+ * pairs): its tokens and targets into the trainer's tensors, the pairs' numbers into pairs. */
+static int load_pairs(nnt_trainer *tr, nnt_data *data, int64_t first, uint64_t npairs,
+                      uint64_t i, int shuffle, uint64_t *pairs)
+{
+    nnt_dpo *d = tr->dpo;
+    for (int64_t j = 0; j < d->per_batch; j++) {
+        pairs[j] = pair_at(tr, npairs, i + (uint64_t)j, shuffle);
+        for (int side = 0; side < 2; side++)
+            NNT_TRY(load_row(tr, data, first, (int64_t)(2 * pairs[j]) + side, 2 * j + side));
+    }
+    size_t bytes = (size_t)(tr->o.batch * tr->o.seq) * sizeof(int32_t);
+    NNT_TRY(nnt_layer_set_positions(tr->model, NULL));
+    NNT_TRY(nnt_tensor_copy_from_host(tr->tokens, d->inputs, bytes));
+    return nnt_tensor_copy_from_host(tr->targets, d->targets, bytes);
+}
+
+/* The forward of the loaded micro-batch; logp[b] the log-likelihood of row b. */
+static int forward_logps(nnt_trainer *tr, double *logp)
+{
+    nnt_dpo *d = tr->dpo;
+    int64_t B = tr->o.batch, T = tr->o.seq;
+    NNT_TRY(nnt_layer_set_targets_ex(tr->model, tr->targets, 1.0));
+    NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
+    NNT_TRY(nnt_layer_target_losses(tr->model, d->losses, B * T));
+    for (int64_t b = 0; b < B; b++) {
+        double sum = 0;   /* ignored targets hold 0 */
+        for (int64_t t = 0; t < T; t++)
+            sum += d->losses[b * T + t];
+        logp[b] = -sum;
+    }
+    return NNT_OK;
+}
+
+/* log(1 + exp(x)) without overflow. */
+static double softplus(double x)
+{
+    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+/* The pairs' losses and rewards into s; with weights, the targets' weights of d loss / d
+ * loss_t for the mean over the micro-batch's pairs. ref: the pairs' reference rows. */
+static void pair_terms(nnt_trainer *tr, const double *logp, const double *const *ref,
+                       dpo_sums *s, float *weights)
+{
+    nnt_dpo *d = tr->dpo;
+    int64_t T = tr->o.seq;
+    double beta = tr->o.dpo_beta;
+    for (int64_t j = 0; j < d->per_batch; j++) {
+        double chosen = beta * (logp[2 * j] - ref[j][0]);       /* the rewards, as TRL's */
+        double rejected = beta * (logp[2 * j + 1] - ref[j][1]);
+        double z = chosen - rejected;
+        s->loss += softplus(-z);
+        s->correct += chosen > rejected;
+        s->margin += z;
+        s->pairs++;
+        if (!weights)
+            continue;
+        /* d softplus(-z) / d pi_c = -beta sigmoid(-z), and pi = -sum of the row's losses */
+        double g = beta / (1.0 + exp(z)) / (double)d->per_batch;
+        for (int side = 0; side < 2; side++) {
+            int64_t b = 2 * j + side;
+            for (int64_t t = 0; t < T; t++)
+                weights[b * T + t] = d->targets[b * T + t] == DPO_IGNORE ? 0.0f
+                                     : (float)(side ? -g : g);
+        }
+    }
+}
+
+/* The reference log-likelihoods of every pair (training, then held-out): the model as it is
+ * now, forwards only, without the adapters' dropout. */
+static int reference(nnt_trainer *tr)
+{
+    nnt_dpo *d = tr->dpo;
+    const nnt_trainer_options *o = &tr->o;
+    int64_t B = o->batch, P = d->per_batch;
+    uint64_t *pairs = malloc((size_t)P * sizeof *pairs);
+    double *logp = malloc((size_t)B * sizeof *logp);
+    if (!pairs || !logp) {
+        free(pairs), free(logp);
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: DPO: out of memory");
+    }
+    if (tr->rank == 0)
+        nnt_log(NNT_LOG_INFO, "DPO: the reference log-likelihoods of %llu training and %lld "
+                "held-out pairs (forwards of the model before its first update)",
+                (unsigned long long)d->npairs, (long long)d->val_pairs);
+    nnt_data *val = o->val_data ? o->val_data : tr->data;
+    int rc = NNT_OK;
+    tr->ctx->no_dropout = 1;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        uint64_t n = k ? (uint64_t)d->val_pairs : d->npairs;
+        double *out = d->ref + (k ? 2 * d->npairs : 0);
+        for (uint64_t i = 0; i < n && rc == 0; i += (uint64_t)P) {
+            rc = load_pairs(tr, k ? val : tr->data, k ? o->val_start : 0, n, i, 0, pairs);
+            if (rc == 0)
+                rc = forward_logps(tr, logp);
+            for (int64_t j = 0; rc == 0 && j < P && i + (uint64_t)j < n; j++)
+                memcpy(out + 2 * pairs[j], logp + 2 * j, 2 * sizeof *logp);
+        }
+    }
+    tr->ctx->no_dropout = 0;
+    free(pairs), free(logp);
+    NNT_TRY(rc);
+    d->ref_ready = 1;
+    return NNT_OK;
+}
+
+/* One micro-batch of training pairs from position pos: forward, weights, backward. */
+static int micro_batch(nnt_trainer *tr, uint64_t pos, int last, uint64_t *pairs, double *logp,
+                       const double **ref, dpo_sums *s)
+{
+    nnt_dpo *d = tr->dpo;
+    NNT_TRY(load_pairs(tr, tr->data, 0, d->npairs, pos, tr->o.shuffle, pairs));
+    NNT_TRY(forward_logps(tr, logp));
+    for (int64_t j = 0; j < d->per_batch; j++)
+        ref[j] = d->ref + 2 * pairs[j];
+    pair_terms(tr, logp, ref, s, d->weights);
+    NNT_TRY(nnt_layer_set_target_weights(tr->model, d->weights, tr->o.batch * tr->o.seq));
+    if (last && nnt_trainer_updates_in_backward(tr))
+        NNT_TRY(nnt_optim_update_in_backward(tr->opt));
+    return nnt_layer_backward(tr->model, NULL, NULL);
+}
+
+/* The scratch of a step or validation: the pairs' numbers, rows' log-likelihoods, pairs'
+ * reference rows. */
+static int scratch(nnt_trainer *tr, uint64_t **pairs, double **logp, const double ***ref)
+{
+    int64_t P = tr->dpo->per_batch;
+    *pairs = malloc((size_t)P * sizeof **pairs);
+    *logp = malloc((size_t)(2 * P) * sizeof **logp);
+    *ref = malloc((size_t)P * sizeof **ref);
+    if (*pairs && *logp && *ref)
+        return NNT_OK;
+    free(*pairs), free(*logp), free((void *)*ref);
+    return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: DPO: out of memory");
+}
+
+static void report_sums(nnt_trainer_report *r, const dpo_sums *s)
+{
+    double n = s->pairs > 0 ? (double)s->pairs : 1.0;
+    r->loss = s->loss / n;
+    r->dpo_accuracy = s->correct / n;
+    r->dpo_margin = s->margin / n;
+}
+
+int nnt_dpo_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
+{
+    const nnt_trainer_options *o = &tr->o;
+    nnt_dpo *d = tr->dpo;
+    if (!d->ref_ready)
+        NNT_TRY(reference(tr));
+    uint64_t *pairs;
+    double *logp;
+    const double **ref;
+    NNT_TRY(scratch(tr, &pairs, &logp, &ref));
+    dpo_sums s = {0, 0, 0, 0};
+    int rc = NNT_OK;
+    for (int64_t k = 0; k < o->accum && rc == 0; k++) {
+        tr->ctx->dropout_pass = step * o->accum + k + 1;   /* as trainer.c's micro-batches */
+        rc = micro_batch(tr, tr->data_pos + (uint64_t)k * (uint64_t)d->per_batch,
+                         k == o->accum - 1, pairs, logp, ref, &s);
+    }
+    tr->ctx->dropout_pass = 0;
+    free(pairs), free(logp), free((void *)ref);
+    NNT_TRY(rc);
+    report_sums(r, &s);
+    return NNT_OK;
+}
+
+int nnt_dpo_validate(nnt_trainer *tr, nnt_trainer_report *r)
+{
+    const nnt_trainer_options *o = &tr->o;
+    nnt_dpo *d = tr->dpo;
+    if (!d->ref_ready)
+        NNT_TRY(reference(tr));
+    uint64_t *pairs;
+    double *logp;
+    const double **ref;
+    NNT_TRY(scratch(tr, &pairs, &logp, &ref));
+    nnt_data *val = o->val_data ? o->val_data : tr->data;
+    const double *val_ref = d->ref + 2 * d->npairs;
+    dpo_sums s = {0, 0, 0, 0};
+    int rc = NNT_OK;
+    tr->ctx->no_dropout = 1;
+    for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
+        uint64_t i = (uint64_t)(k * d->per_batch);
+        rc = load_pairs(tr, val, o->val_start, (uint64_t)d->val_pairs, i, 0, pairs);
+        if (rc == 0)
+            rc = forward_logps(tr, logp);
+        for (int64_t j = 0; rc == 0 && j < d->per_batch; j++)
+            ref[j] = val_ref + 2 * pairs[j];
+        if (rc == 0)
+            pair_terms(tr, logp, ref, &s, NULL);
+    }
+    tr->ctx->no_dropout = 0;
+    free(pairs), free(logp), free((void *)ref);
+    NNT_TRY(rc);
+    report_sums(r, &s);
+    return NNT_OK;
+}
+
+/* ---- the reference in checkpoints ---------------------------------------------------------- */
+
+int nnt_dpo_members(const nnt_trainer *tr, char **out)
+{
+    *out = NULL;
+    const nnt_dpo *d = tr->dpo;
+    if (!d)
+        return NNT_OK;
+    size_t nref = d->ref_ready ? 2 * ((size_t)d->npairs + (size_t)d->val_pairs) : 0;
+    size_t cap = 128 + 16 * nref;
+    char *s = malloc(cap);
+    if (!s)
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: DPO: out of memory");
+    int n = snprintf(s, cap, ", \"dpo_beta\": %.17g, \"dpo_pairs\": %llu, \"dpo_val_pairs\": "
+                     "%lld, \"dpo_reference\": \"", tr->o.dpo_beta,
+                     (unsigned long long)d->npairs, (long long)d->val_pairs);
+    char *at = s + n;
+    for (size_t i = 0; i < nref; i++) {
+        uint64_t bits;
+        memcpy(&bits, &d->ref[i], sizeof bits);
+        for (int k = 15; k >= 0; k--)
+            *at++ = "0123456789abcdef"[(bits >> (4 * k)) & 15];
+    }
+    memcpy(at, "\"", 2);
+    *out = s;
+    return NNT_OK;
+}
+
+/* hex digit's value, or -1 */
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int nnt_dpo_resume(nnt_trainer *tr, const char *fn, const char *path, const char *options)
+{
+    nnt_dpo *d = tr->dpo;
+    if (!d || !options)
+        return NNT_OK;
+    size_t cap = strlen(options) + 1;
+    char *hex = malloc(cap);
+    if (!hex)
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int found = 0, rc = nnt_options_get(options, "dpo_reference", hex, cap, &found);
+    if (rc || !found || !*hex) {   /* not a DPO run's (or saved before its reference) */
+        free(hex);
+        return rc;
+    }
+    size_t nref = 2 * ((size_t)d->npairs + (size_t)d->val_pairs);
+    double pairs = nnt_trainer_option_number(options, "dpo_pairs", -1);
+    double val_pairs = nnt_trainer_option_number(options, "dpo_val_pairs", -1);
+    if (pairs != (double)d->npairs || val_pairs != (double)d->val_pairs ||
+        strlen(hex) != 16 * nref) {
+        free(hex);
+        return nnt_fail(tr->ctx, NNT_E_FORMAT, "%s: %s: the checkpoint's DPO run had %.0f "
+                        "training and %.0f held-out pairs, this trainer %llu and %lld: give it "
+                        "the same data and split", fn, path, pairs, val_pairs,
+                        (unsigned long long)d->npairs, (long long)d->val_pairs);
+    }
+    for (size_t i = 0; i < nref; i++) {
+        uint64_t bits = 0;
+        for (int k = 0; k < 16; k++) {
+            int v = hex_value(hex[16 * i + (size_t)k]);
+            if (v < 0) {
+                free(hex);
+                return nnt_fail(tr->ctx, NNT_E_FORMAT, "%s: %s: dpo_reference is not hex", fn,
+                                path);
+            }
+            bits = bits << 4 | (uint64_t)v;
+        }
+        memcpy(&d->ref[i], &bits, sizeof bits);
+    }
+    free(hex);
+    d->ref_ready = 1;
+    return NNT_OK;
+}

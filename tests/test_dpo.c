@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/* Direct preference optimization (nnt_trainer_options.dpo_beta) against PyTorch with TRL's
+ * loss (tests/fixtures/dpo_tiny, tests/gen_dpo_fixtures.py): a tiny Llama, 8 pairs of rows of
+ * T 16 (6 trained, 2 held out), beta 0.3, AdamW with weight decay 0.1 on every parameter:
+ * the first step's loss (log 2) and every gradient, 3 steps' losses, reward accuracies and
+ * margins, the parameters after them and the held-out pairs' loss over 3 tilings; B 2 with
+ * accum 2 the same as B 4; a run resumed from a checkpoint continues against the recorded
+ * reference (bit for bit the uninterrupted run); the weighted cross-entropy backward and the
+ * per-target losses it is built on; refusals. */
+#include "testutil.h"
+#include "fixture_st.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define B 4
+#define T 16
+#define STEPS 3
+#define TRAIN_ROWS 12
+#define ROWS 16
+
+/* Measured (2-core AMD Zen 5; worst over the tilings and B 2 accum 2): first loss log 2 to
+ * 1e-12 (the reference is the policy), gradients rel 3.8e-6, step losses 3.7e-6 (absolute),
+ * accuracies exact, margins 4.8e-6, parameters after 3 steps rel 1.3e-6, held-out loss
+ * 2.0e-6. */
+#define GRAD_TOL 3.8e-5
+#define LOSS_TOL 3.7e-5
+#define MARGIN_TOL 4.8e-5
+#define PARAM_TOL 1.3e-5
+
+static nnt_ctx *ctx;
+static void setup(void) { ctx = test_ctx(); }
+static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
+
+static const char *path_of(const char *name)
+{
+    return fixture_path_in("dpo_tiny", name, NULL);
+}
+
+/* whole; batch tiles of 2 (a pair a tile), sequence tiles of 3, heads of 3; batch tiles of 1
+ * (chosen and rejected rows apart), sequence tiles of 5, one head */
+static const nnt_tiling TILINGS[3] = {
+    {sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0},
+    {sizeof(nnt_tiling), 2, 3, 5, 7, 9, 3, 0},
+    {sizeof(nnt_tiling), 1, 5, 8, 16, 10, 1, 0},
+};
+
+typedef struct run_log {
+    double loss[STEPS + 1], accuracy[STEPS + 1], margin[STEPS + 1];
+    double val_loss, val_accuracy, val_margin;
+} run_log;
+
+static int on_report(const nnt_trainer_report *r, void *user)
+{
+    run_log *rl = user;
+    if (r->event == NNT_TRAINER_STEP && r->step >= 1 && r->step <= STEPS) {
+        rl->loss[r->step] = r->loss;
+        rl->accuracy[r->step] = r->dpo_accuracy;
+        rl->margin[r->step] = r->dpo_margin;
+    }
+    if (r->event == NNT_TRAINER_VALIDATION) {
+        rl->val_loss = r->loss;
+        rl->val_accuracy = r->dpo_accuracy;
+        rl->val_margin = r->dpo_margin;
+    }
+    return 0;
+}
+
+typedef struct run {
+    nnt_layer *model;
+    nnt_optim *opt;
+    nnt_data *data;
+    nnt_trainer *tr;
+} run;
+
+/* The fixture's model and optimizer (AdamW lr 1e-2, weight decay 0.1 on every parameter) and
+ * a trainer of batch b, accum a on the pairs file; checkpoint and resume may be NULL. */
+static run open_run(const nnt_tiling *tl, int64_t b, int64_t a, int update_in_backward,
+                    const char *checkpoint, const char *resume, run_log *rl)
+{
+    run r;
+    nnt_tiling t = *tl;
+    t.batch = t.batch && t.batch <= b ? t.batch : b;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama"), b, T, &t, &r.model));
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-2, oo.beta1 = 0.9, oo.beta2 = 0.999, oo.eps = 1e-8, oo.weight_decay = 0.1;
+    oo.grad_clip = 0.0;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &r.opt));
+    EXPECT_OK(nnt_optim_add_layer(r.opt, r.model));
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(r.model, &count, NULL));
+    for (int64_t i = 0; i < count; i++)
+        EXPECT_OK(nnt_optim_set_decay(r.opt, test_param_at(r.model, i).name, 1));
+    EXPECT_OK(nnt_data_open(path_of("pairs.bin"), NNT_DATA_AUTO, NULL, 64, &r.data));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = b, to.seq = T, to.accum = a, to.steps = STEPS, to.seed = 1;
+    to.dpo_beta = 0.3;
+    to.train_tokens = TRAIN_ROWS * T;
+    to.val_start = TRAIN_ROWS * T, to.val_len = (ROWS - TRAIN_ROWS) * T, to.val_batches = 1;
+    to.update_in_backward = update_in_backward;
+    to.checkpoint = checkpoint, to.resume = resume;
+    to.callback = on_report, to.user = rl;
+    EXPECT_OK(nnt_trainer_create(r.model, r.opt, r.data, &to, &r.tr));
+    return r;
+}
+
+static void close_run(run *r)
+{
+    nnt_trainer_destroy(r->tr);
+    nnt_data_close(r->data);
+    nnt_optim_destroy(r->opt);
+    nnt_layer_destroy(r->model);
+}
+
+/* The worst relative difference of the model's parameters (value 1) or gradients (0) from
+ * the fixture's PREFIX.<name> tensors. */
+static double worst_against(nnt_layer *l, nnt_st_reader *r, const char *prefix, int value,
+                            char *worst, size_t wn)
+{
+    int64_t count = 0;
+    double e = 0.0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_ge(count, 10);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        char name[300];
+        snprintf(name, sizeof name, "%s.%s", prefix, p.name);
+        int64_t ng = 0, nw = 0;
+        float *want = fixture_read_n(r, name, NNT_IO_F32, &nw);
+        float *got = test_to_host(value ? p.value : p.grad, &ng);
+        ck_assert_int_eq(ng, nw);
+        double ei = test_rel_err(got, want, ng);
+        if (ei >= e) {
+            e = ei;
+            snprintf(worst, wn, "%s", p.name);
+        }
+        free(want), free(got);
+    }
+    return e;
+}
+
+/* _i: the tiling */
+START_TEST(test_reference)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
+    double *losses = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    double *accs = fixture_read_n(r, "accuracies", NNT_IO_F64, NULL);
+    double *margins = fixture_read_n(r, "margins", NNT_IO_F64, NULL);
+    double *val = fixture_read_n(r, "val_loss", NNT_IO_F64, NULL);
+    double *val_acc = fixture_read_n(r, "val_accuracy", NNT_IO_F64, NULL);
+    double *val_margin = fixture_read_n(r, "val_margin", NNT_IO_F64, NULL);
+    run_log rl;
+    memset(&rl, 0, sizeof rl);
+    run x = open_run(&TILINGS[_i], B, 1, 0, NULL, NULL, &rl);   /* gradients kept */
+    EXPECT_OK(nnt_trainer_step(x.tr));
+    char worst[256] = "";
+    double eg = worst_against(x.model, r, "grad", 0, worst, sizeof worst);
+    printf("test_dpo tiling %d: first loss %.9f (log 2 %.9f), worst gradient rel %.2e (%s)\n",
+           _i, rl.loss[1], log(2.0), eg, worst);
+    ck_assert_double_eq_tol(rl.loss[1], log(2.0), 1e-12);
+    EXPECT_TOL(eg, GRAD_TOL, "tiling %d: gradient of %s", _i, worst);
+    EXPECT_OK(nnt_trainer_run(x.tr, 0));   /* steps 2, 3 and the validation */
+    double el = 0, em = 0;
+    for (int s = 0; s < STEPS; s++) {
+        el = fmax(el, fabs(rl.loss[s + 1] - losses[s]));
+        em = fmax(em, fabs(rl.margin[s + 1] - margins[s]));
+        ck_assert_double_eq(rl.accuracy[s + 1], accs[s]);
+    }
+    double ep = worst_against(x.model, r, "final", 1, worst, sizeof worst);
+    double ev = fabs(rl.val_loss - val[0]);
+    printf("test_dpo tiling %d: losses %.2e, margins %.2e, parameters rel %.2e (%s), "
+           "held-out loss %.2e\n", _i, el, em, ep, worst, ev);
+    EXPECT_TOL(el, LOSS_TOL, "tiling %d: step losses", _i);
+    EXPECT_TOL(em, MARGIN_TOL, "tiling %d: margins", _i);
+    EXPECT_TOL(ep, PARAM_TOL, "tiling %d: parameter %s after %d steps", _i, worst, STEPS);
+    EXPECT_TOL(ev, LOSS_TOL, "tiling %d: held-out loss", _i);
+    ck_assert_double_eq(rl.val_accuracy, val_acc[0]);
+    ck_assert_double_eq_tol(rl.val_margin, val_margin[0], MARGIN_TOL);
+    close_run(&x);
+    free(losses), free(accs), free(margins), free(val), free(val_acc), free(val_margin);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* B 2 (one pair) and accum 2: the mean over the step's pairs, the same steps as B 4, and the
+ * parameters updated during the backward (the default) */
+START_TEST(test_accum)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
+    double *losses = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    run_log rl;
+    memset(&rl, 0, sizeof rl);
+    run x = open_run(&TILINGS[1], 2, 2, -1, NULL, NULL, &rl);
+    EXPECT_OK(nnt_trainer_run(x.tr, 0));
+    double el = 0;
+    for (int s = 0; s < STEPS; s++)
+        el = fmax(el, fabs(rl.loss[s + 1] - losses[s]));
+    char worst[256] = "";
+    double ep = worst_against(x.model, r, "final", 1, worst, sizeof worst);
+    printf("test_dpo B 2 accum 2: losses %.2e, parameters rel %.2e (%s)\n", el, ep, worst);
+    EXPECT_TOL(el, LOSS_TOL, "accum 2: step losses");
+    EXPECT_TOL(ep, PARAM_TOL, "accum 2: parameter %s", worst);
+    close_run(&x);
+    free(losses);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* A checkpoint after step 2 resumed by a new trainer (its model loaded anew): step 3 against
+ * the recorded reference, bit for bit the uninterrupted run's (the reference recomputed from
+ * the trained weights would give another loss) */
+START_TEST(test_resume)
+{
+    test_make_tmpdir("dpo");
+    char ckpt[4200];
+    snprintf(ckpt, sizeof ckpt, "%s", test_tmp_path("ckpt.safetensors"));
+    run_log whole, first, second;
+    memset(&whole, 0, sizeof whole), memset(&first, 0, sizeof first);
+    memset(&second, 0, sizeof second);
+    run x = open_run(&TILINGS[0], B, 1, -1, NULL, NULL, &whole);
+    EXPECT_OK(nnt_trainer_run(x.tr, 0));
+    close_run(&x);
+    x = open_run(&TILINGS[0], B, 1, -1, ckpt, NULL, &first);
+    EXPECT_OK(nnt_trainer_run(x.tr, 2));
+    EXPECT_OK(nnt_trainer_save(x.tr, NULL));
+    close_run(&x);
+    x = open_run(&TILINGS[0], B, 1, -1, NULL, ckpt, &second);
+    EXPECT_OK(nnt_trainer_run(x.tr, 0));
+    printf("test_dpo resume: step 3 loss %.17g (whole run %.17g), held-out %.17g (%.17g)\n",
+           second.loss[3], whole.loss[3], second.val_loss, whole.val_loss);
+    ck_assert(second.loss[1] == 0 && second.loss[2] == 0);   /* not run again */
+    ck_assert_double_eq(second.loss[3], whole.loss[3]);
+    ck_assert_double_eq(second.margin[3], whole.margin[3]);
+    ck_assert_double_eq(second.val_loss, whole.val_loss);
+    close_run(&x);
+    test_remove_tmpdir();
+}
+END_TEST
+
+/* The pieces: per-target losses (their mean is the layer's loss), and the backward with the
+ * targets' weights: each row's gradient the unweighted one times its weight, weights of 1
+ * the plain backward bit for bit, NULL back to it */
+START_TEST(test_weights)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("pairs.safetensors"));
+    int32_t *rows = fixture_read_n(r, "rows", NNT_IO_I32, NULL);
+    int32_t *counts = fixture_read_n(r, "counts", NNT_IO_I32, NULL);
+    int32_t tgt[B * T];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            tgt[b * T + t] = t + 1 < T && counts[b * T + t + 1] ? rows[b * T + t + 1] : -1;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama"), B, T, &TILINGS[1], &l));
+    int64_t tile[2] = {2, 3};
+    nnt_tensor *x = fixture_ids(ctx, B, T, rows, tile), *y = fixture_ids(ctx, B, T, tgt, tile);
+    float losses[B * T], w[B * T], ones[B * T];
+    double loss = 0, sum = 0;
+    int64_t counted = 0;
+    EXPECT_RC(nnt_layer_target_losses(l, losses, B * T), NNT_E_STATE);   /* no forward yet */
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_loss(l, &loss));
+    EXPECT_RC(nnt_layer_target_losses(l, losses, B * T - 1), NNT_E_SHAPE);
+    EXPECT_OK(nnt_layer_target_losses(l, losses, B * T));
+    for (int i = 0; i < B * T; i++) {
+        sum += losses[i], counted += tgt[i] >= 0;
+        if (tgt[i] < 0)
+            ck_assert(losses[i] == 0.0f);
+        w[i] = (float)(0.25 * (i % 7) - 0.6), ones[i] = 1.0f;
+    }
+    ck_assert_double_eq_tol(sum / (double)counted, loss, 1e-6 * loss);
+    /* the gradients of three backwards of the same forward: plain, weights 1, weighted */
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    float *grads[3];
+    int64_t ng = 0;
+    nnt_param_info head = test_param_at(l, count - 1);   /* lm_head.weight */
+    ck_assert_str_eq(head.name, "lm_head.weight");
+    const float *weights[3] = {NULL, ones, w};
+    for (int k = 0; k < 3; k++) {
+        EXPECT_OK(nnt_layer_set_targets(l, y));   /* (resets the weights) */
+        EXPECT_OK(nnt_layer_forward(l, x, NULL));
+        EXPECT_OK(nnt_layer_zero_grad(l));
+        EXPECT_OK(nnt_layer_set_target_weights(l, weights[k], B * T));
+        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+        grads[k] = test_to_host(head.grad, &ng);
+    }
+    ck_assert(memcmp(grads[0], grads[1], (size_t)ng * sizeof(float)) == 0);
+    /* lm_head's gradient is sum_r dlogits[r]^T h[r]: with weights, sum_r w_r dlogits[r]^T h[r]
+     * -- compared through the logits' gradient op directly below; here it must differ */
+    ck_assert(test_rel_err(grads[2], grads[0], ng) > 0.1);
+    /* the op: dlogits of weighted rows = w_r times the plain ones */
+    int64_t lshape[2] = {6, 10}, ltile[2] = {4, 3}, rshape[1] = {6}, rtile[1] = {4};
+    nnt_tensor *logits, *tg, *lse, *loss_t, *wt, *d0, *d1;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, lshape, ltile, &logits));
+    EXPECT_OK(nnt_tensor_fill_normal(logits, 3, 0.0, 2.0));
+    int32_t tids[6] = {1, 9, -1, 0, 5, 7};
+    float wr[6] = {0.5f, -2.0f, 3.0f, 0.0f, 1.25f, -0.75f};
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 1, rshape, rtile, &tg));
+    EXPECT_OK(nnt_tensor_copy_from_host(tg, tids, sizeof tids));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, rshape, rtile, &lse));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, rshape, rtile, &loss_t));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, rshape, rtile, &wt));
+    EXPECT_OK(nnt_tensor_copy_from_host(wt, wr, sizeof wr));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, lshape, ltile, &d0));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, lshape, ltile, &d1));
+    EXPECT_OK(nnt_tensor_cross_entropy(logits, tg, -1, loss_t, lse));
+    EXPECT_OK(nnt_tensor_cross_entropy_backward(logits, tg, -1, lse, 0.5, d0));
+    EXPECT_OK(nnt_tensor_cross_entropy_backward_ex(logits, tg, -1, lse, 0.5, wt, d1));
+    int64_t n0 = 0, n1 = 0;
+    float *a = test_to_host(d0, &n0), *b = test_to_host(d1, &n1);
+    for (int i = 0; i < 60; i++)   /* (the product rounded in another order: 1 ulp) */
+        ck_assert_msg(fabsf(b[i] - wr[i / 10] * a[i]) <= 1.2e-7f * fabsf(wr[i / 10] * a[i]) + 1e-12f,
+                      "row %d column %d: %g, want %g", i / 10, i % 10, b[i], wr[i / 10] * a[i]);
+    /* weights must have lse's layout */
+    int64_t other[1] = {3};
+    nnt_tensor *bad = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, rshape, other, &bad));
+    EXPECT_OK(nnt_tensor_fill(bad, 1.0));
+    EXPECT_RC(nnt_tensor_cross_entropy_backward_ex(logits, tg, -1, lse, 0.5, bad, d1),
+               NNT_E_SHAPE);
+    nnt_tensor *all[] = {logits, tg, lse, loss_t, wt, d0, d1, bad, x, y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        nnt_tensor_destroy(all[i]);
+    float inf[B * T];
+    memcpy(inf, w, sizeof w);
+    inf[5] = INFINITY;
+    EXPECT_RC(nnt_layer_set_target_weights(l, inf, B * T), NNT_E_INVAL);
+    for (int k = 0; k < 3; k++)
+        free(grads[k]);
+    free(a), free(b), free(rows), free(counts);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* Refusals at creation: an odd batch, a negative beta, data not in rows with a mask, an odd
+ * number of rows */
+START_TEST(test_errors)
+{
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama"), 3, T, NULL, &l));
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, l));
+    nnt_data *d = NULL;
+    EXPECT_OK(nnt_data_open(path_of("pairs.bin"), NNT_DATA_AUTO, NULL, 64, &d));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = 3, to.seq = T, to.steps = 1, to.dpo_beta = 0.1;
+    nnt_trainer *tr = NULL;
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);   /* B 3 */
+    ck_assert(strstr(nnt_ctx_last_error(ctx), "even") != NULL);
+    nnt_layer_destroy(l);
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama"), 2, T, NULL, &l));
+    nnt_optim_destroy(opt);
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, l));
+    to.batch = 2, to.dpo_beta = -0.1;
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    to.dpo_beta = 0.1, to.train_tokens = 3 * T;   /* 3 rows: a pair and half of one */
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    ck_assert(strstr(nnt_ctx_last_error(ctx), "even number") != NULL);
+    nnt_data_close(d);
+    /* a plain token file (no rows, no mask) */
+    test_make_tmpdir("dpo_errors");
+    const char *plain = test_tmp_path("plain.bin");
+    nnt_token_writer *w = NULL;
+    EXPECT_OK(nnt_token_writer_open(NULL, plain, NULL, &w));
+    int32_t ids[4 * T];
+    for (int i = 0; i < 4 * T; i++)
+        ids[i] = i % 64;
+    EXPECT_OK(nnt_token_writer_write(w, ids, 4 * T));
+    EXPECT_OK(nnt_token_writer_close(w));
+    EXPECT_OK(nnt_data_open(plain, NNT_DATA_AUTO, NULL, 64, &d));
+    to.train_tokens = 0;
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    ck_assert(strstr(nnt_ctx_last_error(ctx), "nnt-tokenize --preference") != NULL);
+    nnt_data_close(d);
+    test_remove_tmpdir();
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+static Suite *dpo_suite(void)
+{
+    Suite *s = suite_create("dpo");
+    TCase *tc = tcase_create("dpo");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 240);
+    tcase_add_loop_test(tc, test_reference, 0, 3);
+    tcase_add_test(tc, test_accum);
+    tcase_add_test(tc, test_resume);
+    tcase_add_test(tc, test_weights);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(dpo_suite());
+}
