@@ -41,6 +41,7 @@ typedef struct opts {
     int ninputs;
     /* --jsonl: prompt/answer records (examples/tokenize_jsonl.c)                          */
     int jsonl, pack, pad;
+    int preference;               /* --preference: preference records, a pair two rows     */
     int64_t seq;
     int too_long;                 /* 0 refuse, 1 cut                                        */
     int loss;                     /* -1 unset, 0 answers, 1 all                             */
@@ -82,6 +83,11 @@ static const cli_option table[] = {
     OPT_FLAG("jsonl", jsonl, 0, "the INPUTs are JSON Lines of {\"text\"}, {\"prompt\",\n"
              "\"completion\"} or {\"messages\"} records; the file records\nwhich tokens count "
              "in the loss"),
+    OPT_FLAG("preference", preference, 0, "the INPUTs are JSON Lines of preference records\n"
+             "{\"prompt\", \"chosen\", \"rejected\"} (or {\"chosen\",\n\"rejected\"} "
+             "sharing their prompt), TRL's DPO\nforms: each record's chosen and rejected "
+             "sequences\nin two rows, for nnt-train --dpo-beta (implies\n--jsonl; not with "
+             "--pack)"),
     OPT_INT("seq", seq, 2, 2147483647.0, NULL, 0, "T", "rows of T tokens, nnt-train's --seq "
             "(needed with\n--jsonl)"),
     OPT_FLAG("pad", pad, 0, NULL),
@@ -154,6 +160,10 @@ static int parse_opts(int argc, char **argv, opts *o)
         return usage("%s", "--tokenizer bytes takes no tokenizer file");
     if (o->pack && o->pad)
         return usage("%s", "give one of --pack and --pad");
+    if (o->preference && o->pack)
+        return usage("%s", "--preference lays each sequence of a pair in a row of its own: "
+                     "not with --pack");
+    o->jsonl |= o->preference;
     if (!o->jsonl && (o->seq || o->pack || o->pad || o->too_long > 0 || o->chat_template > 0 ||
                       o->tokenizer_config || o->chat_date || o->loss >= 0))
         return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template, --chat-date, "
@@ -170,13 +180,14 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
-                    o->loss == 2};
+                    o->loss == 2, o->preference};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);
     if (rc == 0 && isatty(2))
-        fprintf(stderr, "nnt-tokenize: %lld examples (%lld cut) in %lld rows of %lld, %lld "
-                "targets count in the loss\n", (long long)st.examples, (long long)st.cut,
+        fprintf(stderr, "nnt-tokenize: %lld %s (%lld cut) in %lld rows of %lld, %lld "
+                "targets count in the loss\n", (long long)st.examples,
+                o->preference ? "sequences of pairs" : "examples", (long long)st.cut,
                 (long long)st.rows, (long long)o->seq, (long long)st.counted);
     return rc;
 }

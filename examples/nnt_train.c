@@ -621,7 +621,7 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
-                     o->jsonl_loss == 1, o->jsonl_loss == 2};
+                     o->jsonl_loss == 1, o->jsonl_loss == 2, o->loop.dpo_beta > 0};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
@@ -631,10 +631,12 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
         free(out);
         return 1;
     }
+    int dpo = o->loop.dpo_beta > 0;   /* (a pair: two examples, two rows) */
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
-             "examples (%lld cut to T %lld) in %lld rows, %lld tokens count in the loss, "
-             "written to %s\n", *path, (long long)st.examples, (long long)st.cut,
-             (long long)o->loop.seq, (long long)st.rows, (long long)st.counted, out);
+             "%s (%lld sequences cut to T %lld) in %lld rows, %lld tokens count in the loss, "
+             "written to %s\n", *path, (long long)(dpo ? st.examples / 2 : st.examples),
+             dpo ? "preference pairs" : "examples", (long long)st.cut, (long long)o->loop.seq,
+             (long long)st.rows, (long long)st.counted, out);
     t->jsonl_bin[which] = out;
     *path = out;
     return 0;

@@ -22,9 +22,32 @@ static int fail_lib(const char *where, int rc)
     return 1;
 }
 
-/* The records of one file into the writer; counts into *st. */
+/* One encoded example into the writer; counts into *st. */
+static int write_one(const char *where, nnt_token_writer *w, int64_t T, const int32_t *ids,
+                     const uint8_t *counts, size_t n, jsonl_stats *st)
+{
+    int e = nnt_token_writer_write_example(w, ids, counts, n);
+    if (e) {
+        fail_lib(where, e);
+        if (e == NNT_E_INVAL && (int64_t)n > T)
+            fprintf(stderr, "%s: (%zu tokens: give --too-long cut to keep the first %lld, "
+                    "or a larger --seq)\n", prog, n, (long long)T);
+        return 1;
+    }
+    int64_t kept = (int64_t)n > T ? T : (int64_t)n, counted = 0;
+    st->examples++;
+    st->cut += (int64_t)n > T;
+    for (int64_t i = 1; i < kept; i++)
+        counted += counts[i] != 0;
+    st->counted += counted;
+    st->empty += counted == 0;
+    return 0;
+}
+
+/* The records of one file into the writer (preference: a record's chosen and rejected
+ * sequences, each its row); counts into *st. */
 static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T,
-                    jsonl_stats *st)
+                    int preference, jsonl_stats *st)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -46,26 +69,19 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T
             k++;
         if (k == len)
             continue;   /* a blank line */
-        const int32_t *ids;
-        const uint8_t *counts;
-        size_t n;
-        int e = nnt_sft_encode(s, line + bom, (size_t)(len - bom), &ids, &counts, &n);
-        if (e == 0)
-            e = nnt_token_writer_write_example(w, ids, counts, n);
+        const int32_t *ids[2];
+        const uint8_t *counts[2];
+        size_t n[2];
+        int e = preference ? nnt_sft_encode_preference(s, line + bom, (size_t)(len - bom), ids,
+                                                       counts, n)
+                           : nnt_sft_encode(s, line + bom, (size_t)(len - bom), &ids[0],
+                                            &counts[0], &n[0]);
         if (e) {
             rc = fail_lib(where, e);
-            if (e == NNT_E_INVAL && (int64_t)n > T)
-                fprintf(stderr, "%s: (%zu tokens: give --too-long cut to keep the first %lld, "
-                        "or a larger --seq)\n", prog, n, (long long)T);
             break;
         }
-        int64_t kept = (int64_t)n > T ? T : (int64_t)n, counted = 0;
-        st->examples++;
-        st->cut += (int64_t)n > T;
-        for (int64_t i = 1; i < kept; i++)
-            counted += counts[i] != 0;
-        st->counted += counted;
-        st->empty += counted == 0;
+        for (int k = 0; rc == 0 && k < 1 + preference; k++)
+            rc = write_one(where, w, T, ids[k], counts[k], n[k], st);
     }
     if (rc == 0 && ferror(f)) {
         fprintf(stderr, "%s: %s: cannot read: %s\n", prog, path, strerror(errno));
@@ -95,7 +111,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
         return fail_lib("nnt_sft_create", rc);
     nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
     wo.bits = bits, wo.vocab = vocab, wo.mask = 1, wo.block = o->seq;
-    wo.pack = o->pack, wo.cut = o->cut;
+    wo.pack = o->pack && !o->preference, wo.cut = o->cut;   /* (a pair: two rows) */
     nnt_sft_pad_id(s, &wo.pad);
     nnt_token_writer *w = NULL;
     if ((rc = nnt_token_writer_open(NULL, out, &wo, &w)) != 0) {
@@ -103,7 +119,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
         return fail_lib("nnt_token_writer_open", rc);
     }
     for (int i = 0; rc == 0 && i < ninputs; i++)
-        rc = one_file(inputs[i], s, w, o->seq, st);
+        rc = one_file(inputs[i], s, w, o->seq, o->preference, st);
     nnt_sft_destroy(s);
     int64_t n = 0;
     nnt_token_writer_count(w, &n);

@@ -16,10 +16,12 @@ typedef struct jsonl_opts {
     const char *program;              /* its messages' prefix; NULL: "nnt-tokenize"      */
     int all_tokens;                   /* 1: every token counts (nnt_sft_options)          */
     int assistant_only;               /* 1: a completion's assistant turns alone count   */
+    int preference;                   /* 1: preference records (DPO): each record's chosen
+                                         and rejected sequences in two rows, one a row      */
 } jsonl_opts;
 
 typedef struct jsonl_stats {
-    int64_t examples, cut, rows, counted;
+    int64_t examples, cut, rows, counted;   /* (preference: a pair two examples) */
     int64_t empty;                    /* examples of which no token counts once cut to T */
 } jsonl_stats;
 

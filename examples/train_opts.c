@@ -164,6 +164,11 @@ static const cli_option table[] = {
             "or all-linear (default: PEFT's, q_proj,v_proj or c_attn;\nPhi-3 qkv_proj; Phi "
             "q_proj,v_proj,fc1,fc2; GPT-NeoX\nand Falcon query_key_value; StarCoder2 "
             "q_proj,v_proj;\nGPT-BigCode c_attn)"),
+    OPT_REAL("dpo-beta", loop.dpo_beta, 0, 1e6, NULL, RES | CLI_OPEN_MIN, "X",
+             "direct preference optimization (TRL's DPO, sigmoid\nloss) with this beta on "
+             "--data FILE.jsonl of\npreference records ({\"prompt\", \"chosen\",\n"
+             "\"rejected\"}), or a token file of nnt-tokenize\n--preference; the reference: "
+             "the model before its\nfirst update (TRL uses 0.1; default: off)"),
     OPT_STR("load-peft", run.load_peft, NULL, RES, "DIR", "start from a PEFT adapter "
             "directory (its settings; the\nrest frozen)"),
     OPT_STR("save-peft", save_peft, NULL, 0, "DIR", "write the adapters as a PEFT directory "
@@ -426,6 +431,12 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--chat-template, --loss, --pack, --too-long, --chat-date and "
                                  "--tokenizer-config are for prompt/answer records (--data "
                                  "or --val-data FILE.jsonl)");
+    if (o->loop.dpo_beta > 0 && o->jsonl_pack)
+        return train_usage_error("--dpo-beta reads each sequence of a pair in a row of its own: "
+                                 "not with --pack");
+    if (o->loop.dpo_beta > 0 && o->loop.batch % 2)
+        return train_usage_error("--dpo-beta takes pairs (chosen, rejected) side by side: "
+                                 "--batch must be even, not %lld", (long long)o->loop.batch);
     if (r->load_peft && train_lora_asked(o))
         return train_usage_error("--load-peft takes the adapters' settings from its "
                                  "adapter_config.json: no --lora-rank, --lora-alpha, "

@@ -729,7 +729,8 @@ NNT_API int nnt_layer_target_losses(nnt_layer *layer, float *losses, int64_t n);
 /* Weights of the targets of the last forward with targets for the backward that follows
  * (new in 0.3): it then computes the gradient of sum_t weights[t] * loss_t / divisor (the
  * divisor of nnt_layer_set_targets_ex, else the counted targets' number) instead of the
- * plain mean. n: the targets' count; weights finite, copied; NULL: every weight 1 again.
+ * plain mean. n: the targets' count; weights finite, copied; NULL: every weight 1 again (n
+ * not checked).
  * nnt_layer_set_targets resets them to 1; nnt_layer_loss stays the unweighted loss. Used by
  * losses made of per-sequence log-likelihoods (preference optimization, nnt_trainer's
  * dpo_beta): d loss / d loss_t given as weights. */

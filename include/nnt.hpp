@@ -864,6 +864,20 @@ public:
         check(nnt_layer_loss(h(), &l));
         return l;
     }
+    /* Every target's loss of the last forward with targets into out (its size the targets'
+     * count), 0 where ignored (waits). */
+    void target_losses(span<float> out) const
+    {
+        check(nnt_layer_target_losses(h(), out.data(), static_cast<std::int64_t>(out.size())));
+    }
+    /* Weights of the last forward's targets (as many) for the next backward: the gradient of
+     * sum_t w_t loss_t / divisor. */
+    void set_target_weights(span<const float> weights)
+    {
+        check(nnt_layer_set_target_weights(h(), weights.data(),
+                                           static_cast<std::int64_t>(weights.size())));
+    }
+    void clear_target_weights() { check(nnt_layer_set_target_weights(h(), nullptr, 0)); }
     /* Backward of the last forward; dy null for a layer with targets. Returns dx (owned by
      * the layer; null for an embedding). Gradients accumulate. */
     tensor_ref backward(tensor_ref dy = {})
@@ -1485,6 +1499,17 @@ public:
         std::size_t n = 0;
         check(nnt_sft_encode(get(), record.data(), record.size(), &ids, &counts, &n));
         return {{ids, n}, {counts, n}};
+    }
+    /* A preference record (prompt, chosen, rejected; TRL's DPO forms): [0] the chosen
+     * sequence, [1] the rejected one. */
+    std::array<example, 2> encode_preference(std::string_view record)
+    {
+        const std::int32_t *ids[2] = {nullptr, nullptr};
+        const std::uint8_t *counts[2] = {nullptr, nullptr};
+        std::size_t n[2] = {0, 0};
+        check(nnt_sft_encode_preference(get(), record.data(), record.size(), ids, counts, n));
+        return {example{{ids[0], n[0]}, {counts[0], n[0]}},
+                example{{ids[1], n[1]}, {counts[1], n[1]}}};
     }
     /* A conversation up to a user's message, with the template's generation prompt. */
     span<const std::int32_t> encode_prompt(std::string_view record)

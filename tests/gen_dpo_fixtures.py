@@ -37,7 +37,8 @@ out.
       loss1 (1): the first batch's loss (log 2: the policy is the reference); grad.<HF name>:
       the gradient of that loss for every parameter
       losses (3), accuracies (3), margins (3): each step's, before its update (torch AdamW lr
-      1e-2, betas (0.9, 0.999), eps 1e-8, weight decay 0.1)
+      1e-2, betas (0.9, 0.999), eps 1e-8, weight decay 0.1 on the matrices and embeddings,
+      none on the norms: nnt's default decay)
       val_loss, val_accuracy, val_margin (1 each): the held-out pairs after the 3 steps
       final.<HF name>: every parameter after the 3 steps
 """
@@ -156,8 +157,12 @@ def main():
     for name, p in model.named_parameters():
         out["grad." + name] = p.grad.detach().clone()
     model.zero_grad()
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=WD)
+    # weight decay on the matrices and embeddings only, as nnt's optimizer decays by default
+    decayed = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decayed, "weight_decay": WD},
+                             {"params": others, "weight_decay": 0.0}], lr=LR,
+                            betas=(0.9, 0.999), eps=1e-8)
     losses, accs, margins = [], [], []
     for step in range(TRAIN_PAIRS // PER_STEP):
         b = slice(2 * PER_STEP * step, 2 * PER_STEP * (step + 1))

@@ -306,6 +306,18 @@ run train_cpp(nnt::context &ctx, const nnt::model_config &cfg)
     m.set_targets(tgt, 2.0 * B * T);
     m.forward(tok);
     EXPECT(std::fabs(m.loss() - mean / 2) <= 1e-12 * mean);
+    /* the targets' losses sum to the loss times the divisor; weights as many as they */
+    std::vector<float> each(static_cast<std::size_t>(B * T));
+    m.target_losses(each);
+    double sum = 0.0;
+    for (float v : each)
+        sum += v;
+    EXPECT(std::fabs(sum - mean * B * T) <= 1e-5 * sum);
+    std::vector<float> w(each.size(), 0.5f);
+    m.set_target_weights(w);
+    EXPECT_ERROR(NNT_E_SHAPE, "the last forward had", m.set_target_weights(
+                                                        nnt::span<const float>(w.data(), 3)));
+    m.clear_target_weights();
     m.set_targets(tgt);
     nnt::tensor pos(ctx, NNT_INT32, {B, T});   /* positions 0 .. T-1 a row: the same loss */
     std::vector<std::int32_t> at(static_cast<std::size_t>(B * T));
@@ -583,7 +595,19 @@ void test_sft(nnt::context &ctx)
     std::size_t np = 0;
     C_OK(nnt_sft_encode_prompt(c, prompt, std::strlen(prompt), &pids, &np));
     EXPECT(np > 0 && p.size() == np && std::equal(pids, pids + np, p.begin()));
+    const char *pref = "{\"prompt\": \"The sky is\", \"chosen\": \" blue.\", \"rejected\": "
+                       "\" green.\"}";
+    std::array<nnt::sft::example, 2> pe = s.encode_preference(pref);
+    std::vector<std::int32_t> chosen(pe[0].ids.begin(), pe[0].ids.end());
+    const std::int32_t *pi[2];
+    const std::uint8_t *pc[2];
+    std::size_t pn[2];
+    C_OK(nnt_sft_encode_preference(c, pref, std::strlen(pref), pi, pc, pn));
+    EXPECT(pn[0] == chosen.size() && std::equal(pi[0], pi[0] + pn[0], chosen.begin()));
+    EXPECT(pn[1] > 0 && pc[1][pn[1] - 1] == 1 && pc[1][0] == 0);
     nnt_sft_destroy(c);
+    EXPECT_ERROR(NNT_E_FORMAT, "rejected", s.encode_preference("{\"prompt\": \"a\", "
+                                                               "\"chosen\": \"b\"}"));
     EXPECT_ERROR(NNT_E_FORMAT, "nnt_sft_encode: unknown key \"x\"",
                  s.encode("{\"text\": \"a\", \"x\": 1}"));
     std::vector<std::uint8_t> short_counts(2, 1);

@@ -1249,7 +1249,8 @@ static nnt_layer *xent_of(nnt_layer *l)
     return l;
 }
 
-/* The cross-entropy layer of l whose last forward had targets, n of them; else a failure. */
+/* The cross-entropy layer of l whose last forward had targets, n of them (-1: any number);
+ * else a failure. */
 static int xent_forwarded(nnt_layer *l, const char *fn, int64_t n, nnt_layer **out)
 {
     NNT_TRY(nnt_layer_check(l, fn));
@@ -1264,7 +1265,7 @@ static int xent_forwarded(nnt_layer *l, const char *fn, int64_t n, nnt_layer **o
     int64_t count = 1;
     for (int d = 0; d < c->losses->ndim; d++)
         count *= c->losses->shape[d];
-    if (n != count)
+    if (n != count && n != -1)   /* (-1: not checked) */
         return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: n is %lld; the last forward had %lld targets",
                         fn, (long long)n, (long long)count);
     *out = x;
@@ -1285,7 +1286,7 @@ NNT_API int nnt_layer_set_target_weights(nnt_layer *layer, const float *weights,
 {
     static const char fn[] = "nnt_layer_set_target_weights";
     nnt_layer *x = NULL;
-    NNT_TRY(xent_forwarded(layer, fn, n, &x));
+    NNT_TRY(xent_forwarded(layer, fn, weights ? n : -1, &x));
     xent *c = x->impl;
     if (!weights) {
         c->weighted = 0;

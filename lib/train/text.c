@@ -208,6 +208,10 @@ static void add_report(const nnt_trainer *tr, nnt_text *t, const nnt_trainer_rep
     int64_t steps = tr->o.steps, ve = tr->o.val_every;
     int digits = snprintf(NULL, 0, "%lld", (long long)steps);
     nnt_mem_stats ms;
+    if (r->event == NNT_TRAINER_VALIDATION && tr->dpo)
+        return add(t, "val  %*lld/%lld  loss %.6f  rewards: accuracy %.3f, margin %.4f  on %lld "
+                   "held-out tokens (%.2f s)", digits, (long long)r->step, (long long)steps,
+                   r->loss, r->dpo_accuracy, r->dpo_margin, (long long)r->tokens, r->ms / 1e3);
     if (r->event == NNT_TRAINER_VALIDATION)
         return add(t, "val  %*lld/%lld  loss %.6f  on %lld held-out tokens (%.2f s)", digits,
                    (long long)r->step, (long long)steps, r->loss, (long long)r->tokens,
@@ -231,6 +235,8 @@ static void add_report(const nnt_trainer *tr, nnt_text *t, const nnt_trainer_rep
     } else {
         add(t, "step %*lld/%lld  loss %.6f", digits, (long long)r->step, (long long)steps,
             r->loss);
+        if (tr->dpo)   /* TRL's rewards/accuracies and rewards/margins */
+            add(t, "  acc %.3f  margin %.4f", r->dpo_accuracy, r->dpo_margin);
         add(t, "  lr %.3e", r->lr);
         add(t, "  norm %7.4f", r->grad_norm);
         add(t, "  %8.1f ms", r->ms);
@@ -257,7 +263,11 @@ static void add_run(const nnt_trainer *tr, nnt_text *t)
     }
     if (tr->o.steps > 0 && tr->steps_run)
         add(t, "; last loss %.6f", tr->last_loss);
-    if (ti.validations)
+    if (ti.validations && tr->dpo)   /* (a DPO loss has no perplexity) */
+        add(t, "%svalidation: DPO loss %.6f at step %lld (lowest %.6f at step %lld)",
+            t->n ? "\n" : "", ti.last_val_loss, (long long)ti.last_val_step,
+            ti.lowest_val_loss, (long long)ti.lowest_val_step);
+    else if (ti.validations)
         add(t, "%svalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
             "%lld)", t->n ? "\n" : "", ti.last_val_loss, exp(ti.last_val_loss),
             (long long)ti.last_val_step, ti.lowest_val_loss, (long long)ti.lowest_val_step);
