@@ -70,7 +70,7 @@ tok="$top_srcdir/tests/fixtures/sft/chatml/tokenizer.json"
     echo "FAIL: nnt-train --data FILE.jsonl --dpo-beta: exit status $?"; tail -n 5 "$tmp/jsonl.err"; fail=1; }
 cmp -s "$tmp/pairs.bin" "$tmp/jsonl/preference.tokens.bin" ||
     { echo "FAIL: nnt-tokenize --preference and nnt-train wrote different token files"; fail=1; }
-grep -q '6 preference pairs' "$tmp/jsonl.out" ||
+grep -q '7 preference pairs' "$tmp/jsonl.out" ||
     { echo "FAIL: nnt-train does not count the pairs"; grep '^records' "$tmp/jsonl.out"; fail=1; }
 # the step lines: the loss (log 2 first: the reference is the policy), the rewards
 grep -q '^step 1/2  loss 0.693147  acc 0.000  margin 0.0000  lr ' "$tmp/jsonl.out" ||

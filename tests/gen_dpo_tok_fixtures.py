@@ -17,7 +17,10 @@ preference.jsonl: text with an explicit prompt; conversations with an explicit p
 turn, and a system message with an earlier exchange); conversations with an implicit prompt
 (the shared messages); text with an implicit prompt (shared words, the space before the first
 differing word left to the completions; completions that differ inside a two-byte UTF-8
-character, whose shared first byte stays with them; TRL compares characters).
+character, whose shared first byte stays with them; TRL compares characters); a text prompt
+that ends inside a word, whose last token merges with one completion's first characters and
+not with the other's (chatml: the rejected sequence's completion starts 2 tokens before the
+prompt's end, the chosen one's at it; TRL counts both from the earlier place).
 NAME.expected: per record "prompt N", "chosen ..." and "rejected ..." lines: the prompt's
 length N and the full sequences prompt_ids + chosen_ids and prompt_ids + rejected_ids.
 """
@@ -49,6 +52,7 @@ RECORDS = [
                   {"role": "assistant", "content": "It is green."}]},
     {"chosen": "Water boils at 100 degrees.", "rejected": "Water boils at 50 degrees."},
     {"chosen": "Un caf\u00e9 noir.", "rejected": "Un caf\u00e8 noir."},
+    {"prompt": "The sky is bl", "chosen": "ack.", "rejected": "ue."},
 ]
 
 

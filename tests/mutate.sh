@@ -211,7 +211,7 @@ generate_messages_as_text|examples/nnt_generate.c|s@        memcpy(rec, o->promp
 small_tasks_never_said|lib/train/trainer.c|s@ mean_us >= SMALL_TASK_US)@ mean_us >= 0)@|trainer: a step of a million one-microsecond tasks not warned of
 kept_cap_ignored|lib/ops/gemm.c|s@    int fits = kept_in_use + bytes <= kept_cap \&\&@    int fits = kept_in_use <= kept_cap \&\&@|kept packs: a B tile packed and kept past the cap (the cap checked without its bytes)
 json_records_as_text|lib/data/data.c|s@    int records = nnt_json_end(\&j) == 0 \&\& root.type == JV_OBJ;@    int records = 0;@|nnt_data_open: a file of JSON records read as text without a word
-no_targets_unsaid|lib/train/trainer.c|s@    if (tr->masked \&\& divisor == 0 \&\& !tr->no_targets_said \&\& tr->rank == 0) {@    if (0) {@|trainer: a step whose rows count no target trained without a word
+no_targets_unsaid|lib/train/trainer.c|s@    if (!tr->dpo \&\& tr->masked \&\& divisor == 0 \&\& !tr->no_targets_said \&\& tr->rank == 0) {@    if (0) {@|trainer: a step whose rows count no target trained without a word
 eos_ids_ignored|lib/models/generate.c|s@    for (int64_t k = 0; k < s->n_eos_ids; k++)@    for (int64_t k = 0; k < 0; k++)@|generation: the eos_ids list never stops it
 hf_eos_config_first|lib/models/config_json.c|s@    if (\*n <= 0)@    if (1)@|nnt_model_hf_eos_ids: config.json read over generation_config.json
 hf_tokenizer_files_skipped|lib/models/hf.c|s@        if (stat(src, \&ss) == 0)$@        if (0)@|nnt_model_save_hf_ex: the files beside tokenizer.json (tokenizer_config.json, ...) not copied
@@ -287,7 +287,7 @@ sft_pc_prompt_counted|lib/data/sft.c|s@memset(s->counts + same, 1, s->n - same);
 sft_pc_qwen3_no_think|lib/data/sft.c|s@s->last_query \&\& (last @s->last_query \&\& (0 @|Qwen3 published: a last assistant turn without reasoning rendered without its (empty) think block
 sft_qwen3_last_query_first|lib/data/sft.c|s@    for (size_t i = msgs->n; i-- > 0;) {@    for (size_t i = 0; i < msgs->n; i++) {@|Qwen3 published: the first user message taken for the last query
 sft_sharegpt_kept|lib/data/sft.c|s@                if (strcmp(m->keys\[k\], OLD\[w\]) != 0)@                if (1)@|ShareGPT records: from and value not renamed role and content
-sft_sharegpt_pc_kept|lib/data/sft.c|s@for (int k = 0; rc == 0 \&\& k < 4; k++)@for (int k = 2; rc == 0 \&\& k < 4; k++)@|ShareGPT records: from and value not renamed in the lists of a conversational prompt/completion
+sft_sharegpt_pc_kept|lib/data/sft.c|s@for (int k = 0; rc == 0 \&\& k < 6; k++)@for (int k = 2; rc == 0 \&\& k < 6; k++)@|ShareGPT records: from and value not renamed in the lists of a conversational prompt/completion
 sft_all_training_render|lib/data/sft.c|s@    s->published = prompt .*;   /\* TRL without@    s->published = prompt;   /* TRL without@|all_tokens: conversations rendered by the training variant, not the published template
 sft_all_not_counted|lib/data/sft.c|s@        if (rc == 0 \&\& s->all_tokens)@        if (0)@|all_tokens: only the answers counted
 tokenize_loss_ignored|examples/tokenize_jsonl.c|s@    so.all_tokens = o->all_tokens;@    so.all_tokens = 0;@|nnt-tokenize --loss all: the answers only counted
@@ -320,8 +320,8 @@ sft_gptoss_kwargs_kept|lib/data/sft.c|s@    s->effort = s->identity = s->tools =
 sft_gptoss_default_date|lib/data/sft.c|s@    else if (s->tmpl == NNT_CHAT_GPT_OSS \&\& localtime_r(\&now, \&tm))@    else if (0)@|gpt-oss: by default dated 26 Jul 2024, not today (strftime_now)
 sft_gptoss_generation_prompt|lib/data/sft.c|s@    if (t == NNT_CHAT_GPT_OSS)@    if (0)@|gpt-oss prompts: the generation prompt of ChatML, not <start>assistant
 train_jsonl_pack_ignored|examples/nnt_train.c|s@    jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,@    jsonl_opts jo = {o->loop.seq, 0, o->jsonl_too_long == 0,@|nnt-train: --pack of .jsonl data ignored (one example a row)
-train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2};@                     0, o->jsonl_loss == 2};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
-train_jsonl_assistant_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2};@                     o->jsonl_loss == 1, 0};@|nnt-train: --loss assistant of .jsonl data ignored (the tool responses of completions counted)
+train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2, o->loop.dpo_beta > 0};@                     0, o->jsonl_loss == 2, o->loop.dpo_beta > 0};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
+train_jsonl_assistant_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2, o->loop.dpo_beta > 0};@                     o->jsonl_loss == 1, 0, o->loop.dpo_beta > 0};@|nnt-train: --loss assistant of .jsonl data ignored (the tool responses of completions counted)
 generate_chat_date_ignored|examples/nnt_generate.c|s@    so.date = o->chat_date;@    so.date = NULL;@|nnt-generate: --chat-date not passed on (the template dated today)
 min_rank_ram_whole_node|lib/mpi/mpi.c|s@    if (!(o->mem_cpu_mib > 0) \&\& \*node_ranks > 1)@    if (0)@|MPI: the smallest rank memory counted as its whole node, not its share of it
 sft_qwen3_thinking_first|lib/data/sft.c|s@                 : qwen3 ? reasoning_of(m, QWEN3_REASONING, \&bad) : NULL;@                 : qwen3 ? reasoning_of(m, GPTOSS_THINKING, \&bad) : NULL;@|Qwen3: a thinking taken over the reasoning_content of the message (not the order transformers aliases them in)
@@ -386,6 +386,16 @@ generate_n_ended_go_on|lib/models/generate.c|s@        if (i > 0 \&\& is_eos(s, 
 sampler_first_k_unsorted|lib/models/sample.c|s@    qsort(c, (size_t)k, sizeof \*c, cand_cmp);@    (void)c;@|sampling top_k: the k best left in heap order
 sampler_first_k_heap_inverted|lib/models/sample.c|s@        if (cand_after(\&c\[0\], \&c\[v\])) {@        if (cand_after(\&c[v], \&c[0])) {@|sampling top_k: the heap keeps the worse candidate
 generate_samples_first_only|examples/nnt_generate.c|s@    for (size_t r = 0; r < nseq \&\& status == 0; r++) {@    for (size_t r = 0; r < 1 \&\& status == 0; r++) {@|nnt-generate --num-samples: only the first sample printed
+dpo_rejected_sign|lib/train/dpo.c|s@                                     : (float)(side ? -g : g);@                                     : (float)g;@|DPO: the rejected sequence pulled up like the chosen one
+dpo_softplus_sign|lib/train/dpo.c|s@        s->loss += softplus(-z);@        s->loss += softplus(z);@|DPO: the loss of z instead of -z
+dpo_pairs_divisor|lib/train/dpo.c|s@        double g = beta / (1.0 + exp(z)) / (double)d->per_batch;@        double g = beta / (1.0 + exp(z));@|DPO: the gradient summed over a micro-batch pairs, not their mean
+dpo_target_mask_offset|lib/train/dpo.c|s@        tg\[t\] = t + 1 < T \&\& d->mask\[t + 1\] ? d->row\[t + 1\] : DPO_IGNORE;@        tg[t] = t + 1 < T \&\& d->mask[t] ? d->row[t + 1] : DPO_IGNORE;@|DPO: the targets counted by the mask of their input, one off
+dpo_tie_correct|lib/train/dpo.c|s@        s->correct += chosen > rejected;@        s->correct += chosen >= rejected;@|DPO: a tie counted as a correct pair
+dpo_val_ref_offset|lib/train/dpo.c|s@    const double \*val_ref = d->ref + 2 \* d->npairs;@    const double *val_ref = d->ref;@|DPO: held-out pairs against the training pairs references
+dpo_resume_recompute|lib/train/dpo.c|s@    d->ref_ready = 1;   /\* the recorded reference, not recomputed \*/@    d->ref_ready = 0;@|DPO: a resumed run recomputes the reference from its trained weights
+xent_weight_target_term|cpu/xent.c|s@            dx\[t\] -= sr;@            dx[t] -= scale;@|cross-entropy backward: the target term left unweighted
+pref_space_backoff|lib/data/sft.c|s@        if (c->type == JV_STR \&\& i > 0 \&\& c->s\[i - 1\] == . .)@        if (0)@|preference records: the space before the first differing word kept in the prompt
+pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

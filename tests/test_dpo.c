@@ -395,7 +395,7 @@ START_TEST(test_encode_preference)
         }
         records++;
     }
-    ck_assert_int_eq(records, 6);
+    ck_assert_int_eq(records, 7);
     /* refusals: no rejected, an unknown key, mixed kinds, an empty side without a prompt */
     static const char *const BAD[4] = {
         "{\"prompt\": \"a\", \"chosen\": \"b\"}",
@@ -411,6 +411,42 @@ START_TEST(test_encode_preference)
                   NNT_E_FORMAT);
     }
     fclose(rec), fclose(exp);
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* TRL's extract_prompt at the byte level (a bytes tokenizer: a token a byte, so the first
+ * counted position is where the prompt ends): the space before the first differing word goes
+ * to the completions; completions differing inside a two-byte character share its first
+ * byte, which goes to them; one completion the other's beginning: all but the shorter's last
+ * character is prompt; conversations: the shared messages. */
+START_TEST(test_extract_prompt)
+{
+    static const struct {
+        const char *record;
+        size_t prompt;   /* bytes of the prompt TRL extracts */
+    } CASES[3] = {
+        {"{\"chosen\": \"Water boils at 100.\", \"rejected\": \"Water boils at 50.\"}", 14},
+        {"{\"chosen\": \"Un caf\u00e9.\", \"rejected\": \"Un caf\u00e8.\"}", 6},
+        {"{\"chosen\": \"abc\", \"rejected\": \"abcd\"}", 2},
+    };
+    nnt_tokenizer *tok = NULL;
+    EXPECT_OK(nnt_tokenizer_bytes_create(&tok));
+    nnt_sft *s = NULL;
+    EXPECT_OK(nnt_sft_create(tok, NULL, &s));
+    for (int k = 0; k < 3; k++) {
+        const int32_t *ids[2];
+        const uint8_t *counts[2];
+        size_t n[2];
+        EXPECT_OK(nnt_sft_encode_preference(s, CASES[k].record, strlen(CASES[k].record), ids,
+                                            counts, n));
+        for (int side = 0; side < 2; side++)
+            for (size_t i = 1; i < n[side]; i++)
+                ck_assert_msg(counts[side][i] == (i >= CASES[k].prompt), "case %d side %d: "
+                              "count %zu is %d (a prompt of %zu bytes)", k, side, i,
+                              counts[side][i], CASES[k].prompt);
+    }
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }
@@ -440,6 +476,12 @@ START_TEST(test_errors)
     EXPECT_OK(nnt_optim_add_layer(opt, l));
     to.batch = 2, to.dpo_beta = -0.1;
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    to.dpo_beta = NAN;
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    to.dpo_beta = 0.1, to.steps = 0;   /* validation only: the reference needs the pairs */
+    EXPECT_RC(nnt_trainer_create(l, opt, NULL, &to, &tr), NNT_E_INVAL);
+    ck_assert(strstr(nnt_ctx_last_error(ctx), "training pairs") != NULL);
+    to.steps = 1;
     to.dpo_beta = 0.1, to.train_tokens = 3 * T;   /* 3 rows: a pair and half of one */
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
     ck_assert(strstr(nnt_ctx_last_error(ctx), "even number") != NULL);
@@ -476,6 +518,7 @@ static Suite *dpo_suite(void)
     tcase_add_test(tc, test_resume);
     tcase_add_test(tc, test_weights);
     tcase_add_loop_test(tc, test_encode_preference, 0, 2);
+    tcase_add_test(tc, test_extract_prompt);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return s;

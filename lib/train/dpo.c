@@ -65,10 +65,7 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
 {
     const nnt_trainer_options *o = &tr->o;
     int64_t B = o->batch, T = o->seq;
-    if (!(o->dpo_beta >= 0) || !isfinite(o->dpo_beta))
-        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: dpo_beta %g (> 0: DPO; 0: none)", fn,
-                        o->dpo_beta);
-    if (o->dpo_beta == 0)
+    if (o->dpo_beta == 0)   /* (its range checked with the other options) */
         return NNT_OK;
     if (B % 2)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) takes pairs: the batch "
@@ -419,6 +416,6 @@ int nnt_dpo_resume(nnt_trainer *tr, const char *fn, const char *path, const char
         memcpy(&d->ref[i], &bits, sizeof bits);
     }
     free(hex);
-    d->ref_ready = 1;
+    d->ref_ready = 1;   /* the recorded reference, not recomputed */
     return NNT_OK;
 }

@@ -75,6 +75,11 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
                         "steps, train_tokens, tiles, val_*, save_every, peak_flops >= 0", fn);
     if (!data && o->steps > 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: no training data (NULL is for steps 0)", fn);
+    if (!(o->dpo_beta >= 0) || !isfinite(o->dpo_beta))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_beta %g (> 0: DPO; 0: none)", fn, o->dpo_beta);
+    if (o->dpo_beta > 0 && !data)   /* (its reference: the training pairs' too) */
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) needs the training pairs, "
+                        "also to validate", fn, o->dpo_beta);
     if (o->update_in_backward < -1 || o->update_in_backward > 1)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: update_in_backward %d (use -1, 0 or 1)", fn,
                         o->update_in_backward);
