@@ -633,10 +633,10 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     }
     int dpo = o->loop.dpo_beta > 0;   /* (a pair: two examples, two rows) */
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
-             "%s (%lld sequences cut to T %lld) in %lld rows, %lld tokens count in the loss, "
+             "%s (%lld %scut to T %lld) in %lld rows, %lld tokens count in the loss, "
              "written to %s\n", *path, (long long)(dpo ? st.examples / 2 : st.examples),
-             dpo ? "preference pairs" : "examples", (long long)st.cut, (long long)o->loop.seq,
-             (long long)st.rows, (long long)st.counted, out);
+             dpo ? "preference pairs" : "examples", (long long)st.cut, dpo ? "sequences " : "",
+             (long long)o->loop.seq, (long long)st.rows, (long long)st.counted, out);
     t->jsonl_bin[which] = out;
     *path = out;
     return 0;
