@@ -42,6 +42,9 @@ struct nnt_dpo {
     int32_t *inputs, *targets;     /* (B T)                                                 */
     int32_t *row;                  /* (T) one row's ids                                     */
     uint8_t *mask;                 /* (T) its mask                                          */
+    uint64_t *pairs;               /* (B / 2) a micro-batch's pairs                         */
+    double *logp;                  /* (B) its rows' log-likelihoods                         */
+    const double **pair_ref;       /* (B / 2) its pairs' reference rows                     */
 };
 
 /* The sums of a micro-batch's pairs (or a validation's). */
@@ -56,7 +59,7 @@ void nnt_dpo_free(nnt_trainer *tr)
     if (!d)
         return;
     free(d->ref), free(d->losses), free(d->weights), free(d->inputs), free(d->targets);
-    free(d->row), free(d->mask);
+    free(d->row), free(d->mask), free(d->pairs), free(d->logp), free((void *)d->pair_ref);
     free(d);
     tr->dpo = NULL;
 }
@@ -109,7 +112,11 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->targets = malloc(bt * sizeof *d->targets);
     d->row = malloc((size_t)T * sizeof *d->row);
     d->mask = malloc((size_t)T);
-    if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row || !d->mask)
+    d->pairs = malloc((size_t)d->per_batch * sizeof *d->pairs);
+    d->logp = malloc((size_t)B * sizeof *d->logp);
+    d->pair_ref = malloc((size_t)d->per_batch * sizeof *d->pair_ref);
+    if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
+        !d->mask || !d->pairs || !d->logp || !d->pair_ref)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
     return NNT_OK;
 }
@@ -217,13 +224,7 @@ static int reference(nnt_trainer *tr)
 {
     nnt_dpo *d = tr->dpo;
     const nnt_trainer_options *o = &tr->o;
-    int64_t B = o->batch, P = d->per_batch;
-    uint64_t *pairs = malloc((size_t)P * sizeof *pairs);
-    double *logp = malloc((size_t)B * sizeof *logp);
-    if (!pairs || !logp) {
-        free(pairs), free(logp);
-        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: DPO: out of memory");
-    }
+    int64_t P = d->per_batch;
     if (tr->rank == 0)
         nnt_log(NNT_LOG_INFO, "DPO: the reference log-likelihoods of %llu training and %lld "
                 "held-out pairs (forwards of the model before its first update)",
@@ -235,48 +236,32 @@ static int reference(nnt_trainer *tr)
         uint64_t n = k ? (uint64_t)d->val_pairs : d->npairs;
         double *out = d->ref + (k ? 2 * d->npairs : 0);
         for (uint64_t i = 0; i < n && rc == 0; i += (uint64_t)P) {
-            rc = load_pairs(tr, k ? val : tr->data, k ? o->val_start : 0, n, i, 0, pairs);
+            rc = load_pairs(tr, k ? val : tr->data, k ? o->val_start : 0, n, i, 0, d->pairs);
             if (rc == 0)
-                rc = forward_logps(tr, logp);
+                rc = forward_logps(tr, d->logp);
             for (int64_t j = 0; rc == 0 && j < P && i + (uint64_t)j < n; j++)
-                memcpy(out + 2 * pairs[j], logp + 2 * j, 2 * sizeof *logp);
+                memcpy(out + 2 * d->pairs[j], d->logp + 2 * j, 2 * sizeof *d->logp);
         }
     }
     tr->ctx->no_dropout = 0;
-    free(pairs), free(logp);
     NNT_TRY(rc);
     d->ref_ready = 1;
     return NNT_OK;
 }
 
 /* One micro-batch of training pairs from position pos: forward, weights, backward. */
-static int micro_batch(nnt_trainer *tr, uint64_t pos, int last, uint64_t *pairs, double *logp,
-                       const double **ref, dpo_sums *s)
+static int micro_batch(nnt_trainer *tr, uint64_t pos, int last, dpo_sums *s)
 {
     nnt_dpo *d = tr->dpo;
-    NNT_TRY(load_pairs(tr, tr->data, 0, d->npairs, pos, tr->o.shuffle, pairs));
-    NNT_TRY(forward_logps(tr, logp));
+    NNT_TRY(load_pairs(tr, tr->data, 0, d->npairs, pos, tr->o.shuffle, d->pairs));
+    NNT_TRY(forward_logps(tr, d->logp));
     for (int64_t j = 0; j < d->per_batch; j++)
-        ref[j] = d->ref + 2 * pairs[j];
-    pair_terms(tr, logp, ref, s, d->weights);
+        d->pair_ref[j] = d->ref + 2 * d->pairs[j];
+    pair_terms(tr, d->logp, d->pair_ref, s, d->weights);
     NNT_TRY(nnt_layer_set_target_weights(tr->model, d->weights, tr->o.batch * tr->o.seq));
     if (last && nnt_trainer_updates_in_backward(tr))
         NNT_TRY(nnt_optim_update_in_backward(tr->opt));
     return nnt_layer_backward(tr->model, NULL, NULL);
-}
-
-/* The scratch of a step or validation: the pairs' numbers, rows' log-likelihoods, pairs'
- * reference rows. */
-static int scratch(nnt_trainer *tr, uint64_t **pairs, double **logp, const double ***ref)
-{
-    int64_t P = tr->dpo->per_batch;
-    *pairs = malloc((size_t)P * sizeof **pairs);
-    *logp = malloc((size_t)(2 * P) * sizeof **logp);
-    *ref = malloc((size_t)P * sizeof **ref);
-    if (*pairs && *logp && *ref)
-        return NNT_OK;
-    free(*pairs), free(*logp), free((void *)*ref);
-    return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: DPO: out of memory");
 }
 
 static void report_sums(nnt_trainer_report *r, const dpo_sums *s)
@@ -293,19 +278,14 @@ int nnt_dpo_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     nnt_dpo *d = tr->dpo;
     if (!d->ref_ready)
         NNT_TRY(reference(tr));
-    uint64_t *pairs;
-    double *logp;
-    const double **ref;
-    NNT_TRY(scratch(tr, &pairs, &logp, &ref));
     dpo_sums s = {0, 0, 0, 0};
     int rc = NNT_OK;
     for (int64_t k = 0; k < o->accum && rc == 0; k++) {
         tr->ctx->dropout_pass = step * o->accum + k + 1;   /* as trainer.c's micro-batches */
         rc = micro_batch(tr, tr->data_pos + (uint64_t)k * (uint64_t)d->per_batch,
-                         k == o->accum - 1, pairs, logp, ref, &s);
+                         k == o->accum - 1, &s);
     }
     tr->ctx->dropout_pass = 0;
-    free(pairs), free(logp), free((void *)ref);
     NNT_TRY(rc);
     report_sums(r, &s);
     return NNT_OK;
@@ -317,10 +297,6 @@ int nnt_dpo_validate(nnt_trainer *tr, nnt_trainer_report *r)
     nnt_dpo *d = tr->dpo;
     if (!d->ref_ready)
         NNT_TRY(reference(tr));
-    uint64_t *pairs;
-    double *logp;
-    const double **ref;
-    NNT_TRY(scratch(tr, &pairs, &logp, &ref));
     nnt_data *val = o->val_data ? o->val_data : tr->data;
     const double *val_ref = d->ref + 2 * d->npairs;
     dpo_sums s = {0, 0, 0, 0};
@@ -328,16 +304,15 @@ int nnt_dpo_validate(nnt_trainer *tr, nnt_trainer_report *r)
     tr->ctx->no_dropout = 1;
     for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
         uint64_t i = (uint64_t)(k * d->per_batch);
-        rc = load_pairs(tr, val, o->val_start, (uint64_t)d->val_pairs, i, 0, pairs);
+        rc = load_pairs(tr, val, o->val_start, (uint64_t)d->val_pairs, i, 0, d->pairs);
         if (rc == 0)
-            rc = forward_logps(tr, logp);
+            rc = forward_logps(tr, d->logp);
         for (int64_t j = 0; rc == 0 && j < d->per_batch; j++)
-            ref[j] = val_ref + 2 * pairs[j];
+            d->pair_ref[j] = val_ref + 2 * d->pairs[j];
         if (rc == 0)
-            pair_terms(tr, logp, ref, &s, NULL);
+            pair_terms(tr, d->logp, d->pair_ref, &s, NULL);
     }
     tr->ctx->no_dropout = 0;
-    free(pairs), free(logp), free((void *)ref);
     NNT_TRY(rc);
     report_sums(r, &s);
     return NNT_OK;
