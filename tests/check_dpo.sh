@@ -70,6 +70,8 @@ tok="$top_srcdir/tests/fixtures/sft/chatml/tokenizer.json"
     echo "FAIL: nnt-train --data FILE.jsonl --dpo-beta: exit status $?"; tail -n 5 "$tmp/jsonl.err"; fail=1; }
 cmp -s "$tmp/pairs.bin" "$tmp/jsonl/preference.tokens.bin" ||
     { echo "FAIL: nnt-tokenize --preference and nnt-train wrote different token files"; fail=1; }
+grep -q '^loss:      DPO, beta 0.2 .*: 7 pairs of rows (chosen, rejected), 1 a micro-batch' \
+    "$tmp/jsonl.out" || { echo "FAIL: the summary has no DPO line"; grep -A1 '^data' "$tmp/jsonl.out"; fail=1; }
 grep -q '7 preference pairs' "$tmp/jsonl.out" ||
     { echo "FAIL: nnt-train does not count the pairs"; grep '^records' "$tmp/jsonl.out"; fail=1; }
 # the step lines: the loss (log 2 first: the reference is the policy), the rewards

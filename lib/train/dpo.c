@@ -218,13 +218,15 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
     }
 }
 
-/* The reference log-likelihoods of every pair (training, then held-out): the model as it is
- * now, forwards only, without the adapters' dropout. */
-static int reference(nnt_trainer *tr)
+/* The reference log-likelihoods of every pair (training, then held-out), once: the model as
+ * it is now, forwards only, without the adapters' dropout. */
+int nnt_dpo_reference(nnt_trainer *tr)
 {
     nnt_dpo *d = tr->dpo;
     const nnt_trainer_options *o = &tr->o;
     int64_t P = d->per_batch;
+    if (d->ref_ready)
+        return NNT_OK;
     if (tr->rank == 0)
         nnt_log(NNT_LOG_INFO, "DPO: the reference log-likelihoods of %llu training and %lld "
                 "held-out pairs (forwards of the model before its first update)",
@@ -276,8 +278,7 @@ int nnt_dpo_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
 {
     const nnt_trainer_options *o = &tr->o;
     nnt_dpo *d = tr->dpo;
-    if (!d->ref_ready)
-        NNT_TRY(reference(tr));
+    NNT_TRY(nnt_dpo_reference(tr));
     dpo_sums s = {0, 0, 0, 0};
     int rc = NNT_OK;
     for (int64_t k = 0; k < o->accum && rc == 0; k++) {
@@ -295,8 +296,7 @@ int nnt_dpo_validate(nnt_trainer *tr, nnt_trainer_report *r)
 {
     const nnt_trainer_options *o = &tr->o;
     nnt_dpo *d = tr->dpo;
-    if (!d->ref_ready)
-        NNT_TRY(reference(tr));
+    NNT_TRY(nnt_dpo_reference(tr));
     nnt_data *val = o->val_data ? o->val_data : tr->data;
     const double *val_ref = d->ref + 2 * d->npairs;
     dpo_sums s = {0, 0, 0, 0};

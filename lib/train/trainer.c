@@ -850,6 +850,8 @@ static void warn_small_tasks(nnt_trainer *tr, int64_t step, double ms)
 static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
 {
     const nnt_trainer_options *o = &tr->o;
+    if (tr->dpo)   /* the reference pass before the first step, not timed with it */
+        NNT_TRY(nnt_dpo_reference(tr));
     double start = now_s(), sum = 0;
     nnt_stats_tasks(NULL, NULL, 1);   /* the step's tasks, for warn_small_tasks */
     /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */

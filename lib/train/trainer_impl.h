@@ -134,6 +134,9 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn);
 void nnt_dpo_free(nnt_trainer *tr);
 /* The pairs a micro-batch moves the data position by (B / 2). */
 uint64_t nnt_dpo_advance(const nnt_trainer *tr);
+/* The reference log-likelihoods of every pair, unless known already (recorded, or computed
+ * by an earlier call). */
+int nnt_dpo_reference(nnt_trainer *tr);
 /* A step's micro-batches (the reference first if not known yet): r's loss and dpo_*. */
 int nnt_dpo_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r);
 /* A validation's pairs: r's loss and dpo_*. */

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The peer of bench_dpo.sh: TRL's DPOTrainer on the same model directory and preference
+records, on the CPU, fp32 (or bf16 autocast), precompute_ref_log_probs=True (the reference
+once, before the steps, as nnt computes it), max_length T (keep_start), AdamW with nnt's
+settings. Prints "ref_s S" (the reference pass) and "step N ms M loss L" lines (each step's
+wall time, from the trainer's callbacks).
+
+    python bench/dpo_trl.py MODEL_DIR RECORDS.jsonl PAIRS_A_STEP T STEPS THREADS [bf16]
+"""
+import copy
+import sys
+import tempfile
+import time
+
+import torch
+from datasets import load_dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from trl import DPOConfig, DPOTrainer
+
+
+class Clock(TrainerCallback):
+    def __init__(self):
+        self.t = None
+        self.ms = []
+
+    def on_step_begin(self, args, state, control, **kw):
+        self.t = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kw):
+        self.ms.append(1e3 * (time.perf_counter() - self.t))
+
+
+def main():
+    model_dir, records, pairs, T, steps, threads = sys.argv[1:7]
+    bf16 = len(sys.argv) > 7 and sys.argv[7] == "bf16"
+    torch.set_num_threads(int(threads))
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                 attn_implementation="sdpa")
+    ds = load_dataset("json", data_files=records, split="train")
+    args = DPOConfig(output_dir=tempfile.mkdtemp(), report_to=[], use_cpu=True, bf16=bf16,
+                     per_device_train_batch_size=int(pairs), max_steps=int(steps),
+                     max_length=int(T), beta=0.1, learning_rate=1e-6, lr_scheduler_type="constant",
+                     warmup_steps=0, adam_beta2=0.95, weight_decay=0.1, max_grad_norm=1.0,
+                     logging_steps=1, save_strategy="no", precompute_ref_log_probs=True,
+                     dataloader_num_workers=0, seed=1)
+    clock = Clock()
+    trainer = DPOTrainer(model=model, ref_model=copy.deepcopy(model), args=args,
+                         train_dataset=ds, processing_class=tok, callbacks=[clock])
+    t0 = time.perf_counter()
+    trainer.get_train_dataloader()   # precomputes the reference (precompute_ref_log_probs)
+    print("ref_s %.2f" % (time.perf_counter() - t0))
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    for i, ms in enumerate(clock.ms):
+        print("step %d ms %.1f loss %s" % (i + 1, ms, losses[i] if i < len(losses) else "?"))
+
+
+if __name__ == "__main__":
+    main()
