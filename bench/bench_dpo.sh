@@ -3,7 +3,8 @@
 # bench_dpo.sh: a DPO step of nnt-train (--dpo-beta) against TRL's DPOTrainer on the same
 # model and preference records, side by side in one run, alternating: the mean step time
 # after the first, and the reference pass (both compute the reference once, before the
-# steps: TRL's precompute_ref_log_probs).
+# steps: TRL's precompute_ref_log_probs), and each whole run. The data's order differs (TRL
+# shuffles), so the losses after the first step (log 2 on both sides) differ.
 # Usage (from a build directory): sh ../bench/bench_dpo.sh [ROUNDS] [STEPS] [PRECISION]
 # Environment: PYTHON (default /tmp/venv-torch/bin/python: torch, transformers, trl,
 # datasets), SHAPE (default smollm2-135m: its configuration, random weights), PAIRS (pairs a
@@ -65,11 +66,12 @@ for r in $(seq 1 "$rounds"); do
               if (n++) s += v } END { printf "%.0f", s / (n - 1) }' "$out/log")
     first=$(awk '/^step 1\// { for (i = 2; i <= NF; i++) if ($i == "ms") print $(i - 1) }' "$out/log")
     losses=$(awk '/^step [0-9]+\// { printf "%s ", $4 }' "$out/log")
-    echo "round $r nnt: $ms ms/step after the first (first step with the reference pass $first ms), run $total s, losses $losses"
+    echo "round $r nnt: $ms ms/step after the first (first $first ms), the whole run $total s (tokenization, load, reference pass, steps), losses $losses"
     "$py" "$top/bench/dpo_trl.py" "$out/model" "$out/prefs.jsonl" "$pairs" "$T" "$steps" \
         "$(nproc)" "$precision" > "$out/trl" 2> "$out/trl.err" || { tail -n 5 "$out/trl.err" >&2; exit 1; }
     tms=$(awk '/^step/ { if (n++) { s += $4 } } END { printf "%.0f", s / (n - 1) }' "$out/trl")
-    ref=$(awk '/^ref_s/ { print $2 }' "$out/trl")
-    tl=$(awk '/^step/ { printf "%s ", $6 }' "$out/trl")
-    echo "round $r TRL: $tms ms/step after the first, reference pass $ref s, losses $tl"
+    init=$(awk '/^init_s/ { print $2 }' "$out/trl")
+    train=$(awk '/^init_s/ { print $4 }' "$out/trl")
+    tl=$(awk '/^step/ { printf "%.6f ", $6 }' "$out/trl")
+    echo "round $r TRL: $tms ms/step after the first, DPOTrainer() $init s (tokenization, reference pass) + train() $train s, losses $tl"
 done

@@ -3,8 +3,9 @@
 """The peer of bench_dpo.sh: TRL's DPOTrainer on the same model directory and preference
 records, on the CPU, fp32 (or bf16 autocast), precompute_ref_log_probs=True (the reference
 once, before the steps, as nnt computes it), max_length T (keep_start), AdamW with nnt's
-settings. Prints "ref_s S" (the reference pass) and "step N ms M loss L" lines (each step's
-wall time, from the trainer's callbacks).
+settings. Prints "init_s S train_s S" (the trainer's creation: tokenization and the
+reference pass; train()) and "step N ms M loss L" lines (each step's wall time, from the
+trainer's callbacks).
 
     python bench/dpo_trl.py MODEL_DIR RECORDS.jsonl PAIRS_A_STEP T STEPS THREADS [bf16]
 """
@@ -46,12 +47,12 @@ def main():
                      logging_steps=1, save_strategy="no", precompute_ref_log_probs=True,
                      dataloader_num_workers=0, seed=1)
     clock = Clock()
+    t0 = time.perf_counter()   # tokenizes and precomputes the reference (in __init__)
     trainer = DPOTrainer(model=model, ref_model=copy.deepcopy(model), args=args,
                          train_dataset=ds, processing_class=tok, callbacks=[clock])
-    t0 = time.perf_counter()
-    trainer.get_train_dataloader()   # precomputes the reference (precompute_ref_log_probs)
-    print("ref_s %.2f" % (time.perf_counter() - t0))
+    t1 = time.perf_counter()
     trainer.train()
+    print("init_s %.2f train_s %.2f" % (t1 - t0, time.perf_counter() - t1))
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     for i, ms in enumerate(clock.ms):
         print("step %d ms %.1f loss %s" % (i + 1, ms, losses[i] if i < len(losses) else "?"))
