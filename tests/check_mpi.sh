@@ -14,7 +14,8 @@
 # with a disk swap on each rank (one process's losses, the weights named among what moved
 # to disk); --distribute data
 # and its checkpoint resumed by one process; a Llama-family model under both
-# distributions, and with LoRA adapters; packed rows (example starts) with --recompute;
+# distributions, and with LoRA adapters; packed rows (example starts) with --recompute; DPO
+# on pairs of rows (the reference and the held-out pairs);
 # mixture-of-experts models (moe-tiny and gpt-oss-tiny through
 # nnt-train, Qwen2-MoE through test_mpi moe) under both distributions; SIGTERM to both
 # ranks or to one, SIGUSR1 to one: the ranks stop or save after the same step). A library
@@ -402,6 +403,30 @@ for dist in sharded data; do
         fail "nnt-train -np 2 packed rows --distribute $dist: the checkpoint differs"
 done
 echo "nnt-train -np 2 packed rows: $(grep -c '^step' "$tmp/p_one.txt") steps, one process's losses and checkpoint under both distributions"
+# DPO (tests/fixtures/dpo_tiny: pairs of rows, tests/check_dpo.sh has one process's losses
+# against PyTorch's): the per-target losses read on every rank, the reference pass, the
+# weighted backward and the held-out pairs; one process's losses and checkpoint (its
+# recorded reference too) under both distributions
+fx="$top_srcdir/tests/fixtures/dpo_tiny"
+dpo="--load-hf $fx/llama --data $fx/pairs.bin --dpo-beta 0.3 --batch 4 --seq 16 --steps 3
+     --val-split 0.25 --val-every 3 --sample 0 --cpus 1 --print-loss --tile-seq 5
+     --tile-batch 2 --lr 0.01 --warmup 0"
+# shellcheck disable=SC2086 # the options are words
+$TIMEOUT "$train_prog" $dpo --out "$tmp/d_one" > "$tmp/d_one.txt" 2> "$tmp/d_one.err" ||
+    { fail "nnt-train DPO, one process: exit status $?"; tail -n 3 "$tmp/d_one.err"; }
+for dist in sharded data; do
+    # shellcheck disable=SC2086
+    $TIMEOUT $MPIRUN "$train_prog" $dpo --distribute $dist --out "$tmp/d_$dist" \
+        > "$tmp/d_$dist.txt" 2> "$tmp/d_$dist.err" ||
+        { fail "nnt-train -np 2 DPO --distribute $dist: exit status $?"
+          tail -n 3 "$tmp/d_$dist.err"; }
+    cmp -s "$tmp/d_one.txt" "$tmp/d_$dist.txt" ||
+        fail "nnt-train -np 2 DPO --distribute $dist: other losses than one process"
+    cmp -s "$tmp/d_one/checkpoint.safetensors" "$tmp/d_$dist/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 DPO --distribute $dist: the checkpoint differs"
+done
+grep -q '^val 3 loss' "$tmp/d_one.txt" || fail "nnt-train DPO: no validation line"
+echo "nnt-train -np 2 DPO: $(grep -c '^step' "$tmp/d_one.txt") steps and a validation, one process's losses and checkpoint under both distributions"
 # mixture of experts: each rank reads the routing (a collective host read) and submits the
 # same experts' tasks, sized by their tokens; nnt-train's moe-tiny (Qwen3-MoE's layout, the
 # load-balancing loss on): one process's losses and checkpoint; Qwen2-MoE (shared experts,
