@@ -66,7 +66,7 @@ tok="$top_srcdir/tests/fixtures/sft/chatml/tokenizer.json"
     echo "FAIL: nnt-tokenize --preference: exit status $?"; cat "$tmp/tok.err"; fail=1; }
 "$prog" --tokenizer-json "$tok" --data "$fx/preference.jsonl" --dpo-beta 0.2 --batch 2 \
     --seq 96 --steps 2 --layers 1 --channels 32 --heads 2 --sample 0 --no-save \
-    --val-split 0 --out "$tmp/jsonl" > "$tmp/jsonl.out" 2> "$tmp/jsonl.out" || {
+    --val-split 0 --out "$tmp/jsonl" > "$tmp/jsonl.out" 2> "$tmp/jsonl.err" || {
     echo "FAIL: nnt-train --data FILE.jsonl --dpo-beta: exit status $?"; tail -n 5 "$tmp/jsonl.err"; fail=1; }
 cmp -s "$tmp/pairs.bin" "$tmp/jsonl/preference.tokens.bin" ||
     { echo "FAIL: nnt-tokenize --preference and nnt-train wrote different token files"; fail=1; }
@@ -79,6 +79,22 @@ grep -q '^step 1/2  loss 0.693147  acc 0.000  margin 0.0000  lr ' "$tmp/jsonl.ou
     { echo "FAIL: the first DPO step's line: not log 2, or no rewards"; grep '^step' "$tmp/jsonl.out"; fail=1; }
 grep -q '^step 2/2  loss 0.[0-9]*  acc [01].000  margin -*0.[0-9]*  lr ' "$tmp/jsonl.out" ||
     { echo "FAIL: the second DPO step's line"; grep '^step' "$tmp/jsonl.out"; fail=1; }
+
+# prompt/answer records (one example a row) given to --dpo-beta: rows that do not start
+# alike, warned of
+printf '%s\n' '{"prompt": "Sky?", "completion": " Blue."}' '{"prompt": "Grass?", "completion": " Green."}' \
+    '{"prompt": "Snow?", "completion": " White."}' '{"prompt": "Coal?", "completion": " Black."}' \
+    > "$tmp/sft.jsonl"
+"$tokenize" --jsonl --tokenizer-json "$tok" --seq 96 --out "$tmp/sft.bin" "$tmp/sft.jsonl" \
+    2> /dev/null || { echo "FAIL: nnt-tokenize --jsonl"; fail=1; }
+"$prog" --tokenizer-json "$tok" --data "$tmp/sft.bin" --dpo-beta 0.2 --batch 2 --seq 96 \
+    --steps 1 --layers 1 --channels 32 --heads 2 --sample 0 --no-save --val-split 0 \
+    --out "$tmp/sft" > "$tmp/sft.out" 2> "$tmp/sft.err" || {
+    echo "FAIL: nnt-train --dpo-beta on rows of examples: exit status $?"; fail=1; }
+grep -q 'pairs have a chosen and a rejected sequence that start with different tokens' \
+    "$tmp/sft.err" || { echo "FAIL: no warning on rows that are not pairs"; cat "$tmp/sft.err"; fail=1; }
+grep -q 'start with different tokens' "$tmp/jsonl.out" "$tmp/jsonl.err" "$tmp/run.err" &&
+    { echo "FAIL: a warning on real pairs"; fail=1; }
 
 # usage errors: an odd batch, --pack, --preference with --pack
 for args in "--batch 3" "--pack"; do

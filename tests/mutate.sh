@@ -395,6 +395,7 @@ dpo_val_ref_offset|lib/train/dpo.c|s@    const double \*val_ref = d->ref + 2 \* 
 dpo_resume_recompute|lib/train/dpo.c|s@    d->ref_ready = 1;   /\* the recorded reference, not recomputed \*/@    d->ref_ready = 0;@|DPO: a resumed run recomputes the reference from its trained weights
 xent_weight_target_term|cpu/xent.c|s@            dx\[t\] -= sr;@            dx[t] -= scale;@|cross-entropy backward: the target term left unweighted
 pref_space_backoff|lib/data/sft.c|s@        if (c->type == JV_STR \&\& i > 0 \&\& c->s\[i - 1\] == . .)@        if (0)@|preference records: the space before the first differing word kept in the prompt
+dpo_unshared_unsaid|lib/train/dpo.c|s@    if (tr->rank == 0 \&\& d->unshared > pairs / 2)@    if (tr->rank == 0 \&\& d->unshared > pairs)@|DPO: rows of one example each (not pairs) trained without a warning
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
 '
 

@@ -41,6 +41,7 @@ struct nnt_dpo {
     float *losses, *weights;       /* (B T) a micro-batch's target losses and weights       */
     int32_t *inputs, *targets;     /* (B T)                                                 */
     int32_t *row;                  /* (T) one row's ids                                     */
+    uint64_t unshared;             /* reference pass: pairs whose rows start differently    */
     uint8_t *mask;                 /* (T) its mask                                          */
     uint64_t *pairs;               /* (B / 2) a micro-batch's pairs                         */
     double *logp;                  /* (B) its rows' log-likelihoods                         */
@@ -136,6 +137,8 @@ static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, i
     NNT_TRY(nnt_data_read(data, first + r * T, d->row, T));
     NNT_TRY(nnt_data_read_mask(data, first + r * T, d->mask, T));
     int32_t *in = d->inputs + b * T, *tg = d->targets + b * T;
+    if (b % 2 && !d->ref_ready)   /* reference pass, a rejected row: the prompt starts both */
+        d->unshared += d->row[0] != in[-T];
     memcpy(in, d->row, (size_t)T * sizeof *in);
     for (int64_t t = 0; t < T; t++)
         tg[t] = t + 1 < T && d->mask[t + 1] ? d->row[t + 1] : DPO_IGNORE;
@@ -248,6 +251,14 @@ int nnt_dpo_reference(nnt_trainer *tr)
     tr->ctx->no_dropout = 0;
     NNT_TRY(rc);
     d->ref_ready = 1;
+    /* rows of unrelated examples (a token file of nnt-tokenize --jsonl) seldom start alike */
+    uint64_t pairs = d->npairs + (uint64_t)d->val_pairs;
+    if (tr->rank == 0 && d->unshared > pairs / 2)
+        nnt_log(NNT_LOG_WARN, "DPO: %llu of the %llu pairs have a chosen and a rejected "
+                "sequence that start with different tokens, where a pair's prompt starts "
+                "both: is the data pairs of rows (nnt-tokenize --preference, nnt-train --data "
+                "FILE.jsonl of preference records), not one example a row?",
+                (unsigned long long)d->unshared, (unsigned long long)pairs);
     return NNT_OK;
 }
 
