@@ -31,6 +31,7 @@ static const char *const distributions[] = {"root", "sharded", "data", NULL};
 static const char *const losses[] = {"answers", "all", "assistant", NULL};
 static const char *const quantizes[] = {"none", "nf4", NULL};
 static const char *const too_long[] = {"cut", "refuse", NULL};
+static const char *const dpo_losses[] = {"sigmoid", "ipo", "hinge", NULL};   /* = nnt_dpo_loss */
 
 #define BIG CLI_BIG
 #define CLI_OFF(f) offsetof(train_opts, f)
@@ -169,6 +170,9 @@ static const cli_option table[] = {
              "--data FILE.jsonl of\npreference records ({\"prompt\", \"chosen\",\n"
              "\"rejected\"}), or a token file of nnt-tokenize\n--preference; the reference: "
              "the model before its\nfirst update (TRL uses 0.1; default: off)"),
+    OPT_CHOICE("dpo-loss", loop.dpo_loss, dpo_losses, "sigmoid", RES, "L",
+               "sigmoid|ipo|hinge: TRL's loss_type (default sigmoid:\nDPO; ipo: the log ratios "
+               "averaged over each\nsequence's tokens; hinge: SLiC)"),
     OPT_STR("load-peft", run.load_peft, NULL, RES, "DIR", "start from a PEFT adapter "
             "directory (its settings; the\nrest frozen)"),
     OPT_STR("save-peft", save_peft, NULL, 0, "DIR", "write the adapters as a PEFT directory "
@@ -431,6 +435,8 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--chat-template, --loss, --pack, --too-long, --chat-date and "
                                  "--tokenizer-config are for prompt/answer records (--data "
                                  "or --val-data FILE.jsonl)");
+    if (o->loop.dpo_loss != NNT_DPO_SIGMOID && !(o->loop.dpo_beta > 0))
+        return train_usage_error("--dpo-loss goes with --dpo-beta");
     if (o->loop.dpo_beta > 0 && o->jsonl_pack)
         return train_usage_error("--dpo-beta reads each sequence of a pair in a row of its own: "
                                  "not with --pack");

@@ -1983,11 +1983,22 @@ typedef struct nnt_trainer_options {
                                     (nnt-tokenize --preference); B even (B / 2 pairs a
                                     micro-batch); the reference is the model before its first
                                     update (nnt_trainer_create(3)); 0: the cross-entropy      */
+    int dpo_loss;                /* with dpo_beta: nnt_dpo_loss, TRL's loss_type               */
 } nnt_trainer_options;
+
+/* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
+typedef enum nnt_dpo_loss {
+    NNT_DPO_SIGMOID = 0,         /* -log sigmoid(beta d), d the difference of the summed log
+                                    ratios (DPO; the default)                                */
+    NNT_DPO_IPO = 1,             /* (d' - 1 / (2 beta))^2, d' of the log ratios averaged over
+                                    each sequence's counted targets (IPO)                    */
+    NNT_DPO_HINGE = 2            /* max(0, 1 - beta d) (SLiC)                                  */
+} nnt_dpo_loss;
 
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
-      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0 }
+      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
+      NNT_DPO_SIGMOID }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

@@ -26,7 +26,7 @@ with open(sys.argv[1], "rb") as fh:
     n = struct.unpack("<Q", fh.read(8))[0]
     head = json.loads(fh.read(n))
     data = fh.read()
-for key in ("losses", "val_loss"):
+for key in ("losses", "val_loss", "ipo.losses"):
     a, b = head[key]["data_offsets"]
     print(" ".join("%.9f" % v for v in struct.unpack("<%dd" % ((b - a) // 8), data[a:b])))
 PY
@@ -34,7 +34,7 @@ PY
 if [ -z "$want" ]; then
     echo "SKIP: python3 cannot read the fixture"; exit 77
 fi
-losses=$(echo "$want" | sed -n 1p) val=$(echo "$want" | sed -n 2p)
+losses=$(echo "$want" | sed -n 1p) val=$(echo "$want" | sed -n 2p) ipo=$(echo "$want" | sed -n 3p)
 
 # Measured (AMD EPYC Zen 5, 2 cores, 2026-12-02): |nnt - PyTorch| 5.1e-6 on the steps'
 # losses, 2.3e-6 on the held-out loss (tests/test_dpo.c, the same runs through the library).
@@ -56,6 +56,22 @@ if ! awk -v g="$got $gotval" -v w="$losses $val" -v tol="$TOL" 'BEGIN {
         for (i = 1; i <= n; i++) if ((a[i] - b[i]) > tol || (b[i] - a[i]) > tol) exit 1 }'; then
     echo "FAIL: nnt-train --dpo-beta: losses differ from PyTorch's by more than $TOL"; fail=1
 fi
+# --dpo-loss ipo (TRL's "ipo": the log ratios averaged over each sequence's counted targets);
+# the losses, about 2.8 to 5, within 10x the 2.9e-6 measured relative (tests/test_dpo.c)
+"$prog" --load-hf "$fx/llama" --data "$fx/pairs.bin" --dpo-beta 0.3 --dpo-loss ipo --batch 4 \
+    --seq 16 --steps 3 --val-split 0.25 --val-every 3 --optim adamw --lr 0.01 --beta1 0.9 \
+    --beta2 0.999 --eps 1e-08 --weight-decay 0.1 --grad-clip 0 --warmup 0 \
+    --schedule constant --print-loss --sample 0 --no-save --out "$tmp/ipo" \
+    > "$tmp/ipo.out" 2> "$tmp/ipo.err" || {
+    echo "FAIL: nnt-train --dpo-loss ipo: exit status $?"; tail -n 5 "$tmp/ipo.err"; fail=1; }
+gotipo=$(sed -n 's/^step [0-9]* loss //p' "$tmp/ipo.out" | tr '\n' ' ')
+echo "# ipo: nnt $gotipo / PyTorch $ipo"
+awk -v g="$gotipo" -v w="$ipo" 'BEGIN { n = split(g, a, " "); m = split(w, b, " ");
+        if (n != 3 || m != 3) exit 1;
+        for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1.5e-4) exit 1 } }' ||
+    { echo "FAIL: nnt-train --dpo-loss ipo: losses differ from PyTorch's"; fail=1; }
+grep -q "loss_type ipo" "$tmp/ipo.err" "$tmp/ipo.out" ||
+    { echo "FAIL: the summary does not name the loss type"; fail=1; }
 grep -q 'validation: DPO loss' "$tmp/run.err" ||
     { echo "FAIL: the summary does not name the DPO loss"; fail=1; }
 
@@ -96,7 +112,11 @@ grep -q 'pairs have a chosen and a rejected sequence that start with different t
 grep -q 'start with different tokens' "$tmp/jsonl.out" "$tmp/jsonl.err" "$tmp/run.err" &&
     { echo "FAIL: a warning on real pairs"; fail=1; }
 
-# usage errors: an odd batch, --pack, --preference with --pack
+# usage errors: an odd batch, --pack, --preference with --pack, --dpo-loss without --dpo-beta
+"$prog" --tokenizer-json "$tok" --data "$fx/preference.jsonl" --dpo-loss ipo --seq 96 \
+    --steps 1 --no-save --out "$tmp/bad" > /dev/null 2>&1
+st=$?
+[ "$st" -eq 2 ] || { echo "FAIL: nnt-train --dpo-loss without --dpo-beta: status $st, not 2"; fail=1; }
 for args in "--batch 3" "--pack"; do
     # shellcheck disable=SC2086 # the options are words
     "$prog" --tokenizer-json "$tok" --data "$fx/preference.jsonl" --dpo-beta 0.2 --seq 96 \

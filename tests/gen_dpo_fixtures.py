@@ -41,6 +41,9 @@ out.
       none on the norms: nnt's default decay)
       val_loss, val_accuracy, val_margin (1 each): the held-out pairs after the 3 steps
       final.<HF name>: every parameter after the 3 steps
+      ipo.losses, ipo.final.<HF name>, hinge.losses, hinge.final.<HF name>: the same 3 steps
+      with TRL's loss types "ipo" ((d' - 1 / (2 beta))^2, d' of the log ratios averaged
+      over each sequence's completion tokens) and "hinge" (relu(1 - beta d))
 """
 import argparse
 import inspect
@@ -89,11 +92,18 @@ def row_logps(model, rows, counts):
     return (tok * counts[:, 1:]).sum(dim=1)
 
 
-def dpo_terms(logps, ref):
+def dpo_terms(logps, ref, counts=None, kind="sigmoid"):
     chosen = BETA * (logps[0::2] - ref[0::2])
     rejected = BETA * (logps[1::2] - ref[1::2])
     z = chosen - rejected
-    loss = -F.logsigmoid(z).mean()
+    if kind == "ipo":   # TRL: the log ratios averaged over the completion's tokens
+        n = counts.sum(dim=1).clamp(min=1.0).double()
+        delta = (logps[0::2] - ref[0::2]) / n[0::2] - (logps[1::2] - ref[1::2]) / n[1::2]
+        loss = ((delta - 1 / (2 * BETA)) ** 2).mean()
+    elif kind == "hinge":
+        loss = torch.relu(1 - z).mean()
+    else:
+        loss = -F.logsigmoid(z).mean()
     return loss, (chosen > rejected).double().mean(), z.mean()
 
 
@@ -109,6 +119,9 @@ def check_trl():
     assert "delta_score = chosen_scores - rejected_scores" in src
     assert "chosen_logratios = chosen_logps - ref_chosen_logps" in src
     assert "reward_accuracies = (chosen_rewards > rejected_rewards).float()" in src
+    assert "per_sequence_loss = torch.relu(1 - self.beta * delta_score)" in src
+    assert "per_sequence_loss = (ipo_delta - 1 / (2 * self.beta)) ** 2" in src
+    assert "chosen_avg_score = chosen_scores / chosen_mask.sum(dim=1).clamp(min=1.0)" in src
     print("TRL's sigmoid loss and rewards as computed here")
 
 
@@ -145,6 +158,7 @@ def main():
                 p.copy_(0.3 * torch.randn(p.shape, generator=gw))
     model.config.use_cache = False
     model.save_pretrained(os.path.join(args.out, "llama"), safe_serialization=True)
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
     out = {}
     with torch.no_grad():
         ref = row_logps(model, rows, counts)
@@ -182,6 +196,28 @@ def main():
     out["val_margin"] = margin.reshape(1)
     for name, p in model.named_parameters():
         out["final." + name] = p.detach().clone()
+    # the other loss types, from the model before training: 3 steps' losses, the parameters
+    for kind in ("ipo", "hinge"):
+        m = LlamaForCausalLM(cfg).float()
+        m.load_state_dict(start)
+        m.config.use_cache = False
+        decayed = [p for p in m.parameters() if p.dim() >= 2]
+        others = [p for p in m.parameters() if p.dim() < 2]
+        o = torch.optim.AdamW([{"params": decayed, "weight_decay": WD},
+                               {"params": others, "weight_decay": 0.0}], lr=LR,
+                              betas=(0.9, 0.999), eps=1e-8)
+        kl = []
+        for step in range(TRAIN_PAIRS // PER_STEP):
+            b = slice(2 * PER_STEP * step, 2 * PER_STEP * (step + 1))
+            loss, _, _ = dpo_terms(row_logps(m, rows[b], counts[b]), ref[b], counts[b], kind)
+            o.zero_grad()
+            loss.backward()
+            o.step()
+            kl.append(loss.item())
+        out[kind + ".losses"] = torch.tensor(kl, dtype=torch.float64)
+        for name, p in m.named_parameters():
+            out[kind + ".final." + name] = p.detach().clone()
+        print(kind, kl)
     save_file({k: v.contiguous() for k, v in out.items()},
               os.path.join(args.out, "reference.safetensors"))
     print("losses", losses, "accuracies", accs, "margins", margins)

@@ -386,9 +386,9 @@ generate_n_ended_go_on|lib/models/generate.c|s@        if (i > 0 \&\& is_eos(s, 
 sampler_first_k_unsorted|lib/models/sample.c|s@    qsort(c, (size_t)k, sizeof \*c, cand_cmp);@    (void)c;@|sampling top_k: the k best left in heap order
 sampler_first_k_heap_inverted|lib/models/sample.c|s@        if (cand_after(\&c\[0\], \&c\[v\])) {@        if (cand_after(\&c[v], \&c[0])) {@|sampling top_k: the heap keeps the worse candidate
 generate_samples_first_only|examples/nnt_generate.c|s@    for (size_t r = 0; r < nseq \&\& status == 0; r++) {@    for (size_t r = 0; r < 1 \&\& status == 0; r++) {@|nnt-generate --num-samples: only the first sample printed
-dpo_rejected_sign|lib/train/dpo.c|s@                                     : (float)(side ? -g : g);@                                     : (float)g;@|DPO: the rejected sequence pulled up like the chosen one
-dpo_softplus_sign|lib/train/dpo.c|s@        s->loss += softplus(-z);@        s->loss += softplus(z);@|DPO: the loss of z instead of -z
-dpo_pairs_divisor|lib/train/dpo.c|s@        double g = beta / (1.0 + exp(z)) / (double)d->per_batch;@        double g = beta / (1.0 + exp(z));@|DPO: the gradient summed over a micro-batch pairs, not their mean
+dpo_rejected_sign|lib/train/dpo.c|s@            float w = (float)(-dpi\[side\] / (double)d->per_batch);@            float w = (float)(-dpi[0] / (double)d->per_batch);@|DPO: the rejected sequence pulled up like the chosen one
+dpo_softplus_sign|lib/train/dpo.c|s@    return softplus(-z);@    return softplus(z);@|DPO: the loss of z instead of -z
+dpo_pairs_divisor|lib/train/dpo.c|s@            float w = (float)(-dpi\[side\] / (double)d->per_batch);@            float w = (float)(-dpi[side]);@|DPO: the gradient summed over a micro-batch pairs, not their mean
 dpo_target_mask_offset|lib/train/dpo.c|s@        tg\[t\] = t + 1 < T \&\& d->mask\[t + 1\] ? d->row\[t + 1\] : DPO_IGNORE;@        tg[t] = t + 1 < T \&\& d->mask[t] ? d->row[t + 1] : DPO_IGNORE;@|DPO: the targets counted by the mask of their input, one off
 dpo_tie_correct|lib/train/dpo.c|s@        s->correct += chosen > rejected;@        s->correct += chosen >= rejected;@|DPO: a tie counted as a correct pair
 dpo_val_ref_offset|lib/train/dpo.c|s@    const double \*val_ref = d->ref + 2 \* d->npairs;@    const double *val_ref = d->ref;@|DPO: held-out pairs against the training pairs references
@@ -396,6 +396,8 @@ dpo_resume_recompute|lib/train/dpo.c|s@    d->ref_ready = 1;   /\* the recorded 
 xent_weight_target_term|cpu/xent.c|s@            dx\[t\] -= sr;@            dx[t] -= scale;@|cross-entropy backward: the target term left unweighted
 pref_space_backoff|lib/data/sft.c|s@        if (c->type == JV_STR \&\& i > 0 \&\& c->s\[i - 1\] == . .)@        if (0)@|preference records: the space before the first differing word kept in the prompt
 dpo_unshared_unsaid|lib/train/dpo.c|s@    if (tr->rank == 0 \&\& d->unshared > pairs / 2)@    if (tr->rank == 0 \&\& d->unshared > pairs)@|DPO: rows of one example each (not pairs) trained without a warning
+dpo_ipo_unaveraged|lib/train/dpo.c|s@        \*dc = 2.0 \* e / ac, \*dr = -2.0 \* e / ar;@        *dc = 2.0 * e, *dr = -2.0 * e;@|DPO, IPO: the gradient of the log ratios not divided by the sequences lengths
+dpo_hinge_sign|lib/train/dpo.c|s@        double g = 1.0 - z > 0 ? -beta : 0.0;@        double g = 1.0 - z > 0 ? beta : 0.0;@|DPO, hinge: the gradient sign flipped
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
 '
 

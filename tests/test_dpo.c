@@ -76,6 +76,8 @@ typedef struct run {
 
 /* The fixture's model and optimizer (AdamW lr 1e-2, weight decay 0.1 on matrices) and
  * a trainer of batch b, accum a on the pairs file; checkpoint and resume may be NULL. */
+static int loss_kind;   /* open_run's dpo_loss (NNT_DPO_SIGMOID unless a test sets it) */
+
 static run open_run(const nnt_tiling *tl, int64_t b, int64_t a, int update_in_backward,
                     const char *checkpoint, const char *resume, run_log *rl)
 {
@@ -91,7 +93,7 @@ static run open_run(const nnt_tiling *tl, int64_t b, int64_t a, int update_in_ba
     EXPECT_OK(nnt_data_open(path_of("pairs.bin"), NNT_DATA_AUTO, NULL, 64, &r.data));
     nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
     to.batch = b, to.seq = T, to.accum = a, to.steps = STEPS, to.seed = 1;
-    to.dpo_beta = 0.3;
+    to.dpo_beta = 0.3, to.dpo_loss = loss_kind;
     to.train_tokens = TRAIN_ROWS * T;
     to.val_start = TRAIN_ROWS * T, to.val_len = (ROWS - TRAIN_ROWS) * T, to.val_batches = 1;
     to.update_in_backward = update_in_backward;
@@ -197,6 +199,37 @@ START_TEST(test_accum)
     printf("test_dpo B 2 accum 2: losses %.2e, parameters rel %.2e (%s)\n", el, ep, worst);
     EXPECT_TOL(el, LOSS_TOL, "accum 2: step losses");
     EXPECT_TOL(ep, PARAM_TOL, "accum 2: parameter %s", worst);
+    close_run(&x);
+    free(losses);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* TRL's other loss types, IPO (the log ratios averaged over each sequence's counted targets)
+ * and hinge: 3 steps' losses and the parameters after them. _i: 0 IPO, 1 hinge. */
+START_TEST(test_loss_kinds)
+{
+    static const char *const NAMES[2] = {"ipo", "hinge"};
+    nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
+    char name[64];
+    snprintf(name, sizeof name, "%s.losses", NAMES[_i]);
+    double *losses = fixture_read_n(r, name, NNT_IO_F64, NULL);
+    run_log rl;
+    memset(&rl, 0, sizeof rl);
+    loss_kind = _i ? NNT_DPO_HINGE : NNT_DPO_IPO;
+    run x = open_run(&TILINGS[1], B, 1, -1, NULL, NULL, &rl);
+    loss_kind = NNT_DPO_SIGMOID;
+    EXPECT_OK(nnt_trainer_run(x.tr, 0));
+    double el = 0;
+    for (int s = 0; s < STEPS; s++)
+        el = fmax(el, fabs(rl.loss[s + 1] - losses[s]) / fmax(1.0, losses[s]));
+    char worst[256] = "", prefix[64];
+    snprintf(prefix, sizeof prefix, "%s.final", NAMES[_i]);
+    double ep = worst_against(x.model, r, prefix, 1, worst, sizeof worst);
+    printf("test_dpo %s: losses %.2e (relative above 1), parameters rel %.2e (%s)\n", NAMES[_i],
+           el, ep, worst);
+    EXPECT_TOL(el, LOSS_TOL, "%s: step losses", NAMES[_i]);
+    EXPECT_TOL(ep, PARAM_TOL, "%s: parameter %s", NAMES[_i], worst);
     close_run(&x);
     free(losses);
     nnt_st_close(r);
@@ -478,6 +511,9 @@ START_TEST(test_errors)
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
     to.dpo_beta = NAN;
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    to.dpo_beta = 0.1, to.dpo_loss = 3;
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    to.dpo_loss = NNT_DPO_SIGMOID;
     to.dpo_beta = 0.1, to.steps = 0;   /* validation only: the reference needs the pairs */
     EXPECT_RC(nnt_trainer_create(l, opt, NULL, &to, &tr), NNT_E_INVAL);
     ck_assert(strstr(nnt_ctx_last_error(ctx), "training pairs") != NULL);
@@ -515,6 +551,7 @@ static Suite *dpo_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_loop_test(tc, test_reference, 0, 3);
     tcase_add_test(tc, test_accum);
+    tcase_add_loop_test(tc, test_loss_kinds, 0, 2);
     tcase_add_test(tc, test_resume);
     tcase_add_test(tc, test_weights);
     tcase_add_loop_test(tc, test_encode_preference, 0, 2);

@@ -45,6 +45,7 @@ struct nnt_dpo {
     uint8_t *mask;                 /* (T) its mask                                          */
     uint64_t *pairs;               /* (B / 2) a micro-batch's pairs                         */
     double *logp;                  /* (B) its rows' log-likelihoods                         */
+    int64_t *counted;              /* (B) its rows' counted targets                          */
     const double **pair_ref;       /* (B / 2) its pairs' reference rows                     */
 };
 
@@ -61,6 +62,7 @@ void nnt_dpo_free(nnt_trainer *tr)
         return;
     free(d->ref), free(d->losses), free(d->weights), free(d->inputs), free(d->targets);
     free(d->row), free(d->mask), free(d->pairs), free(d->logp), free((void *)d->pair_ref);
+    free(d->counted);
     free(d);
     tr->dpo = NULL;
 }
@@ -116,8 +118,9 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->pairs = malloc((size_t)d->per_batch * sizeof *d->pairs);
     d->logp = malloc((size_t)B * sizeof *d->logp);
     d->pair_ref = malloc((size_t)d->per_batch * sizeof *d->pair_ref);
+    d->counted = malloc((size_t)B * sizeof *d->counted);
     if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
-        !d->mask || !d->pairs || !d->logp || !d->pair_ref)
+        !d->mask || !d->pairs || !d->logp || !d->pair_ref || !d->counted)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
     return NNT_OK;
 }
@@ -179,8 +182,11 @@ static int forward_logps(nnt_trainer *tr, double *logp)
     NNT_TRY(nnt_layer_target_losses(tr->model, d->losses, B * T));
     for (int64_t b = 0; b < B; b++) {
         double sum = 0;   /* ignored targets hold 0 */
-        for (int64_t t = 0; t < T; t++)
+        d->counted[b] = 0;
+        for (int64_t t = 0; t < T; t++) {
             sum += d->losses[b * T + t];
+            d->counted[b] += d->targets[b * T + t] != DPO_IGNORE;
+        }
         logp[b] = -sum;
     }
     return NNT_OK;
@@ -192,6 +198,29 @@ static double softplus(double x)
     return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
+/* Pair j's loss (TRL's loss_type) from its rows' log ratios lc, lr (summed over their counted
+ * targets, nc and nr of them); *dc, *dr its derivatives by the rows' log-likelihoods. */
+static double pair_loss(const nnt_trainer *tr, double lc, double lr, int64_t nc, int64_t nr,
+                        double *dc, double *dr)
+{
+    double beta = tr->o.dpo_beta, z = beta * (lc - lr);
+    if (tr->o.dpo_loss == NNT_DPO_IPO) {   /* per-token averages (TRL: counts at least 1) */
+        double ac = nc > 1 ? (double)nc : 1.0, ar = nr > 1 ? (double)nr : 1.0;
+        double e = lc / ac - lr / ar - 1.0 / (2.0 * beta);
+        *dc = 2.0 * e / ac, *dr = -2.0 * e / ar;
+        return e * e;
+    }
+    if (tr->o.dpo_loss == NNT_DPO_HINGE) {   /* relu(1 - z); its gradient 0 at the kink */
+        double g = 1.0 - z > 0 ? -beta : 0.0;
+        *dc = g, *dr = -g;
+        return 1.0 - z > 0 ? 1.0 - z : 0.0;
+    }
+    /* d softplus(-z) / d pi_c = -beta sigmoid(-z) */
+    double g = -beta / (1.0 + exp(z));
+    *dc = g, *dr = -g;
+    return softplus(-z);
+}
+
 /* The pairs' losses and rewards into s; with weights, the targets' weights of d loss / d
  * loss_t for the mean over the micro-batch's pairs. ref: the pairs' reference rows. */
 static void pair_terms(nnt_trainer *tr, const double *logp, const double *const *ref,
@@ -201,22 +230,22 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
     int64_t T = tr->o.seq;
     double beta = tr->o.dpo_beta;
     for (int64_t j = 0; j < d->per_batch; j++) {
-        double chosen = beta * (logp[2 * j] - ref[j][0]);       /* the rewards, as TRL's */
-        double rejected = beta * (logp[2 * j + 1] - ref[j][1]);
-        double z = chosen - rejected;
-        s->loss += softplus(-z);
+        double lc = logp[2 * j] - ref[j][0], lr = logp[2 * j + 1] - ref[j][1];
+        double chosen = beta * lc, rejected = beta * lr;   /* the rewards, as TRL's */
+        double dpi[2];
+        s->loss += pair_loss(tr, lc, lr, d->counted[2 * j], d->counted[2 * j + 1], &dpi[0],
+                             &dpi[1]);
         s->correct += chosen > rejected;
-        s->margin += z;
+        s->margin += chosen - rejected;
         s->pairs++;
         if (!weights)
             continue;
-        /* d softplus(-z) / d pi_c = -beta sigmoid(-z), and pi = -sum of the row's losses */
-        double g = beta / (1.0 + exp(z)) / (double)d->per_batch;
+        /* pi = -sum of the row's losses: d loss / d loss_t = -d loss / d pi, over the pairs */
         for (int side = 0; side < 2; side++) {
             int64_t b = 2 * j + side;
+            float w = (float)(-dpi[side] / (double)d->per_batch);
             for (int64_t t = 0; t < T; t++)
-                weights[b * T + t] = d->targets[b * T + t] == DPO_IGNORE ? 0.0f
-                                     : (float)(side ? -g : g);
+                weights[b * T + t] = d->targets[b * T + t] == DPO_IGNORE ? 0.0f : w;
         }
     }
 }
@@ -342,9 +371,11 @@ int nnt_dpo_members(const nnt_trainer *tr, char **out)
     char *s = malloc(cap);
     if (!s)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: DPO: out of memory");
-    int n = snprintf(s, cap, ", \"dpo_beta\": %.17g, \"dpo_pairs\": %llu, \"dpo_val_pairs\": "
-                     "%lld, \"dpo_reference\": \"", tr->o.dpo_beta,
-                     (unsigned long long)d->npairs, (long long)d->val_pairs);
+    static const char *const LOSSES[3] = {"sigmoid", "ipo", "hinge"};   /* = nnt_dpo_loss */
+    int n = snprintf(s, cap, ", \"dpo_beta\": %.17g, \"dpo_loss\": \"%s\", \"dpo_pairs\": %llu, "
+                     "\"dpo_val_pairs\": %lld, \"dpo_reference\": \"", tr->o.dpo_beta,
+                     LOSSES[tr->o.dpo_loss], (unsigned long long)d->npairs,
+                     (long long)d->val_pairs);
     char *at = s + n;
     for (size_t i = 0; i < nref; i++) {
         uint64_t bits;

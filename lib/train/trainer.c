@@ -77,6 +77,9 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         return nnt_fail(ctx, NNT_E_INVAL, "%s: no training data (NULL is for steps 0)", fn);
     if (!(o->dpo_beta >= 0) || !isfinite(o->dpo_beta))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_beta %g (> 0: DPO; 0: none)", fn, o->dpo_beta);
+    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_HINGE)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (NNT_DPO_SIGMOID, _IPO or _HINGE)",
+                        fn, o->dpo_loss);
     if (o->dpo_beta > 0 && !data)   /* (its reference: the training pairs' too) */
         return nnt_fail(ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) needs the training pairs, "
                         "also to validate", fn, o->dpo_beta);
