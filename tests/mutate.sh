@@ -211,7 +211,7 @@ generate_messages_as_text|examples/nnt_generate.c|s@        memcpy(rec, o->promp
 small_tasks_never_said|lib/train/trainer.c|s@ mean_us >= SMALL_TASK_US)@ mean_us >= 0)@|trainer: a step of a million one-microsecond tasks not warned of
 kept_cap_ignored|lib/ops/gemm.c|s@    int fits = kept_in_use + bytes <= kept_cap \&\&@    int fits = kept_in_use <= kept_cap \&\&@|kept packs: a B tile packed and kept past the cap (the cap checked without its bytes)
 json_records_as_text|lib/data/data.c|s@    int records = nnt_json_end(\&j) == 0 \&\& root.type == JV_OBJ;@    int records = 0;@|nnt_data_open: a file of JSON records read as text without a word
-no_targets_unsaid|lib/train/trainer.c|s@    if (!tr->dpo \&\& tr->masked \&\& divisor == 0 \&\& !tr->no_targets_said \&\& tr->rank == 0) {@    if (0) {@|trainer: a step whose rows count no target trained without a word
+no_targets_unsaid|lib/train/trainer.c|s@    if (tr->masked \&\& divisor == 0 \&\& !tr->no_targets_said \&\& tr->rank == 0) {@    if (0) {@|trainer: a step whose rows count no target trained without a word
 eos_ids_ignored|lib/models/generate.c|s@    for (int64_t k = 0; k < s->n_eos_ids; k++)@    for (int64_t k = 0; k < 0; k++)@|generation: the eos_ids list never stops it
 hf_eos_config_first|lib/models/config_json.c|s@    if (\*n <= 0)@    if (1)@|nnt_model_hf_eos_ids: config.json read over generation_config.json
 hf_tokenizer_files_skipped|lib/models/hf.c|s@        if (stat(src, \&ss) == 0)$@        if (0)@|nnt_model_save_hf_ex: the files beside tokenizer.json (tokenizer_config.json, ...) not copied
@@ -389,7 +389,7 @@ generate_samples_first_only|examples/nnt_generate.c|s@    for (size_t r = 0; r <
 dpo_rejected_sign|lib/train/dpo.c|s@            float w = (float)(-dpi\[side\] / (double)d->per_batch);@            float w = (float)(-dpi[0] / (double)d->per_batch);@|DPO: the rejected sequence pulled up like the chosen one
 dpo_softplus_sign|lib/train/dpo.c|s@    return softplus(-z);@    return softplus(z);@|DPO: the loss of z instead of -z
 dpo_pairs_divisor|lib/train/dpo.c|s@            float w = (float)(-dpi\[side\] / (double)d->per_batch);@            float w = (float)(-dpi[side]);@|DPO: the gradient summed over a micro-batch pairs, not their mean
-dpo_target_mask_offset|lib/train/dpo.c|s@        tg\[t\] = t + 1 < T \&\& d->mask\[t + 1\] ? d->row\[t + 1\] : DPO_IGNORE;@        tg[t] = t + 1 < T \&\& d->mask[t] ? d->row[t + 1] : DPO_IGNORE;@|DPO: the targets counted by the mask of their input, one off
+dpo_target_mask_offset|lib/train/dpo.c|s@        tg\[t\] = t + 1 < T \&\& d->mask\[t + 1\] ? d->row\[t + 1\] : NNT_TRAINER_IGNORE;@        tg[t] = t + 1 < T \&\& d->mask[t] ? d->row[t + 1] : NNT_TRAINER_IGNORE;@|DPO: the targets counted by the mask of their input, one off
 dpo_tie_correct|lib/train/dpo.c|s@        s->correct += chosen > rejected;@        s->correct += chosen >= rejected;@|DPO: a tie counted as a correct pair
 dpo_val_ref_offset|lib/train/dpo.c|s@    const double \*val_ref = d->ref + 2 \* d->npairs;@    const double *val_ref = d->ref;@|DPO: held-out pairs against the training pairs references
 dpo_resume_recompute|lib/train/dpo.c|s@    d->ref_ready = 1;   /\* the recorded reference, not recomputed \*/@    d->ref_ready = 0;@|DPO: a resumed run recomputes the reference from its trained weights

@@ -171,9 +171,9 @@ int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64
     struct xent_args args = {v0, ignore_index, scale, 0, in_place, weighted};
     struct starpu_data_descr bufs[6] = {
         {h[0], in_place ? STARPU_RW : STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
-        {h[3], STARPU_R}, {h[4], STARPU_W}, {h[5], STARPU_R}};
-    int n = in_place ? 4 : 5;
+        {h[3], STARPU_R}, {h[4], STARPU_W}};
+    int n = in_place ? 4 : 5;   /* (in place: no dlogits buffer) */
     if (weighted)
-        bufs[n++] = bufs[5];
+        bufs[n++] = (struct starpu_data_descr){h[5], STARPU_R};
     return nnt_submit(ctx, &bwd_block_cl, n, bufs, &args, sizeof args);
 }

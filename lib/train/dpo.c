@@ -28,9 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The cross-entropy's ignore index of the models (as trainer.c's NNT_TRAINER_IGNORE). */
-#define DPO_IGNORE (-1)
-
 struct nnt_dpo {
     uint64_t npairs;               /* training pairs: the training tokens' rows / 2          */
     int64_t val_pairs;             /* held-out pairs: val_len / T / 2                        */
@@ -54,6 +51,12 @@ typedef struct dpo_sums {
     double loss, correct, margin;
     int64_t pairs;
 } dpo_sums;
+
+const char *nnt_dpo_loss_name(int loss)
+{
+    static const char *const NAMES[3] = {"sigmoid", "ipo", "hinge"};   /* = nnt_dpo_loss */
+    return loss >= 0 && loss < 3 ? NAMES[loss] : "?";
+}
 
 void nnt_dpo_free(nnt_trainer *tr)
 {
@@ -144,7 +147,7 @@ static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, i
         d->unshared += d->row[0] != in[-T];
     memcpy(in, d->row, (size_t)T * sizeof *in);
     for (int64_t t = 0; t < T; t++)
-        tg[t] = t + 1 < T && d->mask[t + 1] ? d->row[t + 1] : DPO_IGNORE;
+        tg[t] = t + 1 < T && d->mask[t + 1] ? d->row[t + 1] : NNT_TRAINER_IGNORE;
     return NNT_OK;
 }
 
@@ -185,7 +188,7 @@ static int forward_logps(nnt_trainer *tr, double *logp)
         d->counted[b] = 0;
         for (int64_t t = 0; t < T; t++) {
             sum += d->losses[b * T + t];
-            d->counted[b] += d->targets[b * T + t] != DPO_IGNORE;
+            d->counted[b] += d->targets[b * T + t] != NNT_TRAINER_IGNORE;
         }
         logp[b] = -sum;
     }
@@ -240,12 +243,12 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
         s->pairs++;
         if (!weights)
             continue;
-        /* pi = -sum of the row's losses: d loss / d loss_t = -d loss / d pi, over the pairs */
+        /* pi = -sum of the row's losses: d loss / d loss_t = -d loss / d pi, over the pairs
+         * (an ignored target's weight multiplies nothing: its gradient row is 0) */
         for (int side = 0; side < 2; side++) {
-            int64_t b = 2 * j + side;
             float w = (float)(-dpi[side] / (double)d->per_batch);
             for (int64_t t = 0; t < T; t++)
-                weights[b * T + t] = d->targets[b * T + t] == DPO_IGNORE ? 0.0f : w;
+                weights[(2 * j + side) * T + t] = w;
         }
     }
 }
@@ -371,10 +374,9 @@ int nnt_dpo_members(const nnt_trainer *tr, char **out)
     char *s = malloc(cap);
     if (!s)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: DPO: out of memory");
-    static const char *const LOSSES[3] = {"sigmoid", "ipo", "hinge"};   /* = nnt_dpo_loss */
     int n = snprintf(s, cap, ", \"dpo_beta\": %.17g, \"dpo_loss\": \"%s\", \"dpo_pairs\": %llu, "
                      "\"dpo_val_pairs\": %lld, \"dpo_reference\": \"", tr->o.dpo_beta,
-                     LOSSES[tr->o.dpo_loss], (unsigned long long)d->npairs,
+                     nnt_dpo_loss_name(tr->o.dpo_loss), (unsigned long long)d->npairs,
                      (long long)d->val_pairs);
     char *at = s + n;
     for (size_t i = 0; i < nref; i++) {

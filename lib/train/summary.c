@@ -96,12 +96,11 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
         (double)per_step(tr) * (double)o->steps / (double)(tr->ntokens ? tr->ntokens : 1),
         (long long)o->steps, o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new "
                                           "order each epoch" : "");
-    static const char *const losses[3] = {"sigmoid", "ipo", "hinge"};   /* = nnt_dpo_loss */
     if (o->dpo_beta > 0)
         add(t, "loss:      DPO, beta %g (TRL's loss_type %s): %lld pairs of rows (chosen, "
             "rejected), %lld a micro-batch%s; the reference: the model before its first "
             "update, a forward of every pair before the first step%s\n", o->dpo_beta,
-            losses[o->dpo_loss],
+            nnt_dpo_loss_name(o->dpo_loss),
             (long long)(tr->nrows / 2), (long long)(o->batch / 2),
             o->shuffle ? ", in a new order each epoch" : "",
             tr->resumed_options ? " (or the resumed checkpoint's)" : "");

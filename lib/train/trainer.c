@@ -517,9 +517,6 @@ static int read_range_mask(nnt_data *data, int64_t start, int64_t len, uint64_t 
     return NNT_OK;
 }
 
-/* The targets of a micro-batch that do not count in the loss (tr->mask 0) become the
- * cross-entropy's ignore index: -1, the "loss" child's of every model (lib/models). */
-#define NNT_TRAINER_IGNORE (-1)
 
 /* (B, T) inputs and (B, T) targets into the input tensors; with masked, the targets whose
  * tr->mask is 0 ignored. */
@@ -715,26 +712,17 @@ static void read_memory(nnt_trainer *tr, nnt_mem_stats *ms, nnt_trainer_report *
         r->mem_used_bytes += ms->node[i].used_bytes, r->mem_peak_bytes += ms->node[i].peak_bytes;
 }
 
-static int validate_at(nnt_trainer *tr, int64_t step, double *out)
+/* The cross-entropy of the validation windows into r->loss. */
+static int xent_validation(nnt_trainer *tr, nnt_trainer_report *r)
 {
     const nnt_trainer_options *o = &tr->o;
     int64_t bt = o->batch * o->seq;
-    if (o->val_batches == 0)
-        return nnt_fail(tr->ctx, NNT_E_INVAL, "nnt_trainer_validate: no held-out tokens "
-                        "(val_batches 0)");
     nnt_data *src = o->val_data ? o->val_data : tr->data;
-    double start = now_s(), sum = 0;
-    nnt_trainer_report dr;   /* DPO: the pairs' loss and rewards */
-    memset(&dr, 0, sizeof dr);
-    if (tr->dpo) {
-        NNT_TRY(nnt_dpo_validate(tr, &dr));
-        sum = dr.loss * (double)o->val_batches;
-    }
     nnt_data_info di = NNT_DATA_INFO_INIT;
     NNT_TRY(nnt_data_info_get(src, &di));
     /* masked: the mean over every counted target of the windows (as a training step) */
-    double divisor = 0;
-    for (int64_t k = 0, counted; !tr->dpo && di.masked && k < o->val_batches; k++) {
+    double divisor = 0, sum = 0;
+    for (int64_t k = 0, counted; di.masked && k < o->val_batches; k++) {
         NNT_TRY(batch_mask(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt), 0,
                            &counted));
         divisor += (double)counted;
@@ -742,7 +730,7 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
     divisor /= (double)o->val_batches;
     int rc = NNT_OK;
     tr->ctx->no_dropout = 1;   /* an evaluation: the adapters' dropout off */
-    for (int64_t k = 0; !tr->dpo && k < o->val_batches && rc == 0; k++) {
+    for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
         double loss = 0.0;
         rc = load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt), di.masked);
         if (rc == 0)
@@ -755,13 +743,23 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
     }
     nnt_layer_set_positions(tr->model, NULL);
     tr->ctx->no_dropout = 0;
-    NNT_TRY(rc);
+    r->loss = sum / (double)o->val_batches;
+    return rc;
+}
+
+static int validate_at(nnt_trainer *tr, int64_t step, double *out)
+{
+    const nnt_trainer_options *o = &tr->o;
+    if (o->val_batches == 0)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "nnt_trainer_validate: no held-out tokens "
+                        "(val_batches 0)");
+    double start = now_s();
     nnt_trainer_report r;
-    memset(&r, 0, sizeof r);
+    memset(&r, 0, sizeof r);   /* the loss (DPO: and the rewards) */
+    NNT_TRY(tr->dpo ? nnt_dpo_validate(tr, &r) : xent_validation(tr, &r));
     r.size = sizeof r, r.event = NNT_TRAINER_VALIDATION, r.step = step, r.steps = o->steps;
-    r.loss = sum / (double)o->val_batches, r.ms = 1e3 * (now_s() - start);
-    r.tokens = o->val_batches * bt, r.mfu = NAN;
-    r.dpo_accuracy = dr.dpo_accuracy, r.dpo_margin = dr.dpo_margin;
+    r.ms = 1e3 * (now_s() - start);
+    r.tokens = o->val_batches * o->batch * o->seq, r.mfu = NAN;
     tr->validations_run++, tr->validation_s += r.ms / 1e3;
     if (o->best_checkpoint && r.loss < tr->best_val) {
         double before = tr->best_val;
@@ -849,41 +847,33 @@ static void warn_small_tasks(nnt_trainer *tr, int64_t step, double ms)
             tiles);
 }
 
-/* One update: its loss, lr, gradient norm and time into r. */
-static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
+/* The cross-entropy micro-batches of a step (forwards and backwards): their loss into
+ * r->loss. */
+static int xent_micro_batches(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
 {
     const nnt_trainer_options *o = &tr->o;
-    if (tr->dpo)   /* the reference pass before the first step, not timed with it */
-        NNT_TRY(nnt_dpo_reference(tr));
-    double start = now_s(), sum = 0;
-    nnt_stats_tasks(NULL, NULL, 1);   /* the step's tasks, for warn_small_tasks */
-    /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
-    NNT_TRY(nnt_layer_clear_grad(tr->model));
     /* masked data: the step's loss is the summed loss of its counted targets divided by
      * their number N, as transformers' Trainer does (num_items_in_batch), not the mean of
      * the micro-batches' means: each micro-batch divides by N / accum, and the optimizer
      * divides the summed gradients by accum. Without a mask every micro-batch counts B T
      * targets and both rules are one. */
-    double divisor = 0;
-    nnt_trainer_report dr;   /* DPO: the pairs' loss and rewards */
-    memset(&dr, 0, sizeof dr);
-    for (int64_t k = 0, counted; !tr->dpo && tr->masked && k < o->accum; k++) {
+    double divisor = 0, sum = 0;
+    for (int64_t k = 0, counted; tr->masked && k < o->accum; k++) {
         NNT_TRY(batch_mask(tr, tr->data, 0, tr->ntokens,
                            tr->data_pos + (uint64_t)k * batch_advance(tr), o->shuffle,
                            &counted));
         divisor += (double)counted;
     }
     divisor /= (double)o->accum;
-    if (!tr->dpo && tr->masked && divisor == 0 && !tr->no_targets_said && tr->rank == 0) {
+    if (tr->masked && divisor == 0 && !tr->no_targets_said && tr->rank == 0) {
         tr->no_targets_said = 1;   /* (transformers would divide by 0 here) */
         nnt_log(NNT_LOG_WARN, "step %lld: no token of its %lld rows counts in the loss (their "
                 "examples' answers cut away at T %lld, or masked out): its loss is 0, and only "
                 "the optimizer's momentum and weight decay move the weights (said once)",
                 (long long)step, (long long)(o->batch * o->accum), (long long)o->seq);
     }
-    int rc = tr->dpo ? nnt_dpo_step(tr, step, &dr) : NNT_OK;
-    sum = dr.loss * (double)o->accum;
-    for (int64_t k = 0; !tr->dpo && k < o->accum && rc == 0; k++) {
+    int rc = NNT_OK;
+    for (int64_t k = 0; k < o->accum && rc == 0; k++) {
         double loss = 0.0;
         /* the micro-batch's number draws the adapters' dropout masks: a resumed run the
          * same as the uninterrupted one */
@@ -893,7 +883,23 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
         sum += loss;
     }
     tr->ctx->dropout_pass = 0;
-    NNT_TRY(rc);
+    r->loss = sum / (double)o->accum;
+    return rc;
+}
+
+/* One update: its loss, lr, gradient norm and time into r. */
+static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
+{
+    const nnt_trainer_options *o = &tr->o;
+    if (tr->dpo)   /* the reference pass before the first step, not timed with it */
+        NNT_TRY(nnt_dpo_reference(tr));
+    double start = now_s();
+    nnt_stats_tasks(NULL, NULL, 1);   /* the step's tasks, for warn_small_tasks */
+    /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
+    NNT_TRY(nnt_layer_clear_grad(tr->model));
+    nnt_trainer_report m;   /* the micro-batches' loss (DPO: and the rewards) */
+    memset(&m, 0, sizeof m);
+    NNT_TRY(tr->dpo ? nnt_dpo_step(tr, step, &m) : xent_micro_batches(tr, step, &m));
     NNT_TRY(nnt_optim_step(tr->opt));
     NNT_TRY(nnt_ctx_wait(tr->ctx));
     tr->data_pos += (uint64_t)o->accum * batch_advance(tr);
@@ -903,9 +909,9 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     memset(r, 0, sizeof *r);
     r->size = sizeof *r, r->event = NNT_TRAINER_STEP, r->step = step, r->steps = o->steps;
-    r->loss = sum / (double)o->accum, r->ms = 1e3 * (now_s() - start);
+    r->loss = m.loss, r->ms = 1e3 * (now_s() - start);
     r->lr = stats.lr, r->grad_norm = stats.grad_norm;
-    r->dpo_accuracy = dr.dpo_accuracy, r->dpo_margin = dr.dpo_margin;
+    r->dpo_accuracy = m.dpo_accuracy, r->dpo_margin = m.dpo_margin;
     r->tokens = o->batch * o->seq * o->accum;
     r->tokens_per_s = (double)r->tokens / (r->ms / 1e3);
     int low = tr->peak_low;

@@ -14,6 +14,10 @@
 
 #define NNT_TRAINER_MAGIC 0x6e6e7472u /* "nntr" */
 
+/* The targets of a micro-batch that do not count in the loss (tr->mask 0) become the
+ * cross-entropy's ignore index: -1, the "loss" child's of every model (lib/models). */
+#define NNT_TRAINER_IGNORE (-1)
+
 struct nnt_trainer {
     unsigned magic;
     nnt_ctx *ctx;
@@ -129,6 +133,8 @@ int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum);
 
 /* Direct preference optimization (dpo.c), with o.dpo_beta > 0 (tr->dpo; else NULL). */
 typedef struct nnt_dpo nnt_dpo;
+/* TRL's name of an nnt_dpo_loss ("sigmoid", "ipo", "hinge"). */
+const char *nnt_dpo_loss_name(int loss);
 /* Checks the data and allocates tr->dpo (nothing with dpo_beta 0). */
 int nnt_dpo_prepare(nnt_trainer *tr, const char *fn);
 void nnt_dpo_free(nnt_trainer *tr);
