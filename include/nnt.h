@@ -633,7 +633,9 @@ typedef enum nnt_layer_kind {
     NNT_LAYER_RMSNORM = 11,       /* (..., C) -> (..., C), eps, weight (new in 0.3)           */
     NNT_LAYER_MODEL = 12,         /* a transformer of nnt_model_create (new in 0.3)           */
     NNT_LAYER_SOFTCAP = 13,       /* (...) -> tanh(x / cap) cap: Gemma 2's final logits (0.3) */
-    NNT_LAYER_SCALE = 14          /* (...) -> x / d in place: Granite's logits (0.3)          */
+    NNT_LAYER_SCALE = 14,         /* (...) -> x / d in place: Granite's logits (0.3)          */
+    NNT_LAYER_PAIRWISE = 15       /* scores (B, ..., 1) -> the pairwise loss of reward models
+                                     (nnt_layer_pairwise_create; 0.3)                          */
 } nnt_layer_kind;
 
 /* Flags of nnt_layer_linear_create. */
@@ -684,6 +686,19 @@ NNT_API int nnt_layer_lm_head_create(nnt_layer *embedding, nnt_layer **out);
  * with nnt_layer_set_targets before forward. */
 NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index,
                                            nnt_layer **out);
+/* The loss of reward models as TRL's RewardTrainer trains them (Bradley-Terry): logits
+ * (B, ..., 1), one score a position, and targets (B, ...) int32 of which each row holds
+ * exactly one that is not ignore_index, marking the row's pooled position (its value is not
+ * used; nnt_model_pool_targets). Rows 2p and 2p + 1 are the chosen and the rejected sequence
+ * of pair p (B even); with r their scores at the pooled positions the loss is the mean over
+ * the P = B / 2 pairs of -log sigmoid(r_2p - r_2p+1), plus center (>= 0; 0: none) times
+ * the mean of (r_2p + r_2p+1)^2 (TRL's center_rewards_coefficient).
+ * nnt_layer_set_targets_ex's divisor replaces P (gradient accumulation). New in 0.3. */
+NNT_API int nnt_layer_pairwise_create(nnt_ctx *ctx, int32_t ignore_index, double center,
+                                      nnt_layer **out);
+/* The center of layer's pairwise loss (the layer's own, or its model's: a reward model's
+ * loss is created with center 0); NNT_E_INVAL when it has none. New in 0.3. */
+NNT_API int nnt_layer_set_pairwise_center(nnt_layer *layer, double center);
 /* A chain of n children; takes ownership of them (also on failure: they are destroyed). */
 NNT_API int nnt_layer_sequential_create(nnt_ctx *ctx, int n, nnt_layer *const *children,
                                         nnt_layer **out);
@@ -1284,12 +1299,22 @@ typedef struct nnt_model_config {
     double swiglu_limit;          /* > 0: the experts' activation is gpt-oss's clamped SwiGLU
                                      (NNT_MLP_SWIGLU_CLAMP) with this limit; 0: SwiGLU        */
     double swiglu_alpha;          /* its alpha (swiglu_alpha; 0: 1.702)                      */
+    /* Sequence classification and reward models (Hugging Face's *ForSequenceClassification;
+     * taken from the room below). New in 0.3. */
+    int64_t num_labels;           /* 0: a language model (its head gives V logits a token);
+                                     >= 1: a head "score" (C -> num_labels, no bias) in place
+                                     of lm_head, whose loss is taken at one pooled token a
+                                     row (nnt_model_pool_targets): the cross-entropy over
+                                     the labels (>= 2) or, 1, the pairwise loss of reward
+                                     models (nnt_layer_pairwise_create)                      */
+    int has_pad_token;            /* pad_token_id is set (config.json's pad_token_id)        */
+    int64_t pad_token_id;         /* the padding id the pooling of a classifier skips        */
     /* 0. The library writes whole configurations (nnt_model_preset, nnt_model_config_of,
      * nnt_model_hf_config, ...) into structures the caller need not initialise, so the
      * size of this one never changes: a later version's fields take this room (0 in them
      * keeping today's behaviour), and a library older than them refuses a configuration
      * whose reserved words are not 0 (NNT_E_UNSUPPORTED). New in 0.3. */
-    uint64_t reserved[60];
+    uint64_t reserved[57];
 } nnt_model_config;
 
 /* nnt_model_config.mlp_gelu: the tanh approximation (Hugging Face's hidden_act "gelu_new",
@@ -1323,7 +1348,7 @@ typedef struct nnt_model_config {
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0.0, 0.0, { 0 } }
+      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
@@ -1362,6 +1387,18 @@ NNT_API int nnt_model_create_empty(nnt_ctx *ctx, const nnt_model_config *cfg, in
                                    int64_t T, const nnt_tiling *tiling, nnt_layer **out);
 /* The configuration of a layer made by nnt_model_create, nnt_model_load_hf or nnt_gpt_*. */
 NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
+/* The targets (B, T) of a classifier (nnt_model_config.num_labels > 0) for rows ids (B, T):
+ * each row's label (labels[b], in [0, num_labels); labels NULL: 0, as reward models take
+ * them) at its pooled position, the ignore index -1 elsewhere. The pooled position is
+ * transformers' *ForSequenceClassification's: the last position whose id is not pad_id
+ * (position 0 when every id is pad_id); pad_id < 0: the last position T - 1. New in 0.3. */
+NNT_API int nnt_model_pool_targets(const int32_t *ids, int64_t B, int64_t T, int64_t pad_id,
+                                   const int32_t *labels, int32_t *targets);
+/* The logits of a classifier's last forward with targets at each row's pooled position:
+ * n = B * num_labels floats, row by row (transformers' pooled logits; a reward model's
+ * scores). Between that forward and the next backward (the backward overwrites the
+ * logits): else NNT_E_STATE. New in 0.3. */
+NNT_API int nnt_model_pooled_logits(nnt_layer *model, float *logits, int64_t n);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM,
  * Gemma3ForCausalLM, Gemma2ForCausalLM,

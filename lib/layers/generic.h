@@ -112,6 +112,11 @@ int gl_cross_entropy_has_targets(const nnt_layer *l);
  * instead of a tensor of its own: one (..., V) tensor less, for a parent whose logits no
  * backward reads (a model: its head's and soft-cap's backwards read their inputs). */
 void gl_cross_entropy_in_place(nnt_layer *l);
+/* 1 if l is a loss layer of a model (cross_entropy, pairwise) whose targets are set. */
+int gl_loss_has_targets(const nnt_layer *l);
+/* A model's loss layer l's host copy of its targets (n of them; ignore: its ignore index):
+ * 1 when it has targets, else 0 (*ids undefined). */
+int gl_loss_targets(const nnt_layer *l, const int32_t **ids, int64_t *n, int32_t *ignore);
 /* *out = *opts (NNT_ATTENTION_OPTIONS_INIT if NULL), checked; NNT_E_INVAL naming fn. The
  * rope pointer is copied as is (the caller copies what it points to). */
 int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,

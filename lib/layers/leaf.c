@@ -1311,3 +1311,233 @@ NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, n
     *out = l;
     return NNT_OK;
 }
+
+/* ---- pairwise (reward models) -------------------------------------------------------------- */
+
+typedef struct pairwise {
+    int32_t ignore;
+    double center;                  /* the weight of the mean of (r_c + r_r)^2              */
+    int have_targets;
+    int32_t *ids;                   /* host copy of the targets                              */
+    int64_t nids;
+    double divisor;                 /* nnt_layer_set_targets_ex's (0: the pairs' number)    */
+    int with_loss;                  /* the last forward computed the loss                    */
+    double loss;
+    int64_t rows;                   /* B of the last forward                                 */
+    int64_t *pooled;                /* (B) each row's pooled position within the row         */
+    double *score;                  /* (B) the scores there                                  */
+    double fwd_divisor;
+    float *host;                    /* (B, ...) scores of the last forward, then gradients   */
+    nnt_tensor *scores;             // (B, ..., 1) input of the last forward (not owned)
+    nnt_tensor *dscores;            // (B, ..., 1)
+} pairwise;
+
+static int pairwise_set_targets(nnt_layer *l, nnt_tensor *t)
+{
+    const char *fn = "nnt_layer_set_targets";
+    pairwise *c = l->impl;
+    if (!t) {
+        c->have_targets = 0;
+        return NNT_OK;
+    }
+    NNT_TRY(nnt_tensor_check_readable(t, fn));
+    if (t->dtype != NNT_INT32)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: targets must be int32", fn);
+    int64_t n = nnt_box_numel(t->ndim, t->shape);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids)
+        return nnt_fail(l->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = nnt_tensor_copy_to_host(t, ids, (size_t)n * sizeof *ids);
+    if (rc) {
+        free(ids);
+        return rc;
+    }
+    free(c->ids);
+    c->ids = ids;
+    c->nids = n;
+    c->divisor = nnt_layer_targets_divisor;   /* nnt_layer_set_targets_ex's, else 0 */
+    c->have_targets = 1;
+    return NNT_OK;
+}
+
+/* Each row's one pooled position (B rows of the targets' n / B positions) into c->pooled. */
+static int pairwise_pool(nnt_layer *l, int64_t B)
+{
+    pairwise *c = l->impl;
+    int64_t per_row = c->nids / B;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t found = -1, count = 0;
+        for (int64_t i = 0; i < per_row; i++)
+            if (c->ids[b * per_row + i] != c->ignore)
+                found = i, count++;
+        if (count != 1)
+            return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: row %lld of the targets "
+                            "has %lld positions that are not the ignore index %d (a pairwise "
+                            "loss pools exactly one a row)", (long long)b, (long long)count,
+                            (int)c->ignore);
+        c->pooled[b] = found;
+    }
+    return NNT_OK;
+}
+
+/* log(1 + exp(x)) without overflow */
+static double softplus_of(double x)
+{
+    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+static int pairwise_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    pairwise *c = l->impl;
+    c->with_loss = 0;
+    if (x->dtype != NNT_FP32 || x->ndim < 2 || x->shape[x->ndim - 1] != 1)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a pairwise layer takes fp32 "
+                        "scores (B, ..., 1)");
+    if (!c->have_targets) {   /* no targets: the scores pass through */
+        *y = x;
+        return NNT_OK;
+    }
+    int64_t B = x->shape[0], n = nnt_box_numel(x->ndim - 1, x->shape);
+    if (n != c->nids)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: %lld targets for %lld scores",
+                        (long long)c->nids, (long long)n);
+    if (B % 2)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a pairwise layer takes pairs "
+                        "of rows (chosen, rejected); B is %lld", (long long)B);
+    if (B != c->rows) {
+        free(c->pooled), free(c->score), free(c->host);
+        c->pooled = malloc((size_t)B * sizeof *c->pooled);
+        c->score = malloc((size_t)B * sizeof *c->score);
+        c->host = malloc((size_t)n * sizeof *c->host);
+        c->rows = c->pooled && c->score && c->host ? B : 0;
+        if (!c->rows)
+            return nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer_forward: out of memory");
+    }
+    NNT_TRY(pairwise_pool(l, B));
+    NNT_TRY(nnt_tensor_copy_to_host(x, c->host, (size_t)n * sizeof *c->host));
+    int64_t P = B / 2, per_row = n / B;
+    double sum = 0.0;
+    for (int64_t b = 0; b < B; b++)
+        c->score[b] = c->host[b * per_row + c->pooled[b]];
+    for (int64_t p = 0; p < P; p++) {
+        double rc_ = c->score[2 * p], rr = c->score[2 * p + 1];
+        sum += softplus_of(-(rc_ - rr)) + c->center * (rc_ + rr) * (rc_ + rr);
+    }
+    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)P;
+    c->loss = sum / c->fwd_divisor;
+    c->scores = x;
+    c->with_loss = 1;
+    *y = x;
+    return NNT_OK;
+}
+
+static int pairwise_loss(nnt_layer *l, double *loss)
+{
+    pairwise *c = l->impl;
+    if (!c->with_loss)
+        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_loss: no forward with targets yet "
+                        "(nnt_layer_set_targets, then nnt_layer_forward)");
+    *loss = c->loss;
+    return NNT_OK;
+}
+
+/* d loss / d r: -sigmoid(-(r_c - r_r)) for the chosen score, its negative for the rejected,
+ * both plus 2 center (r_c + r_r); over the divisor. */
+static int pairwise_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    pairwise *c = l->impl;
+    (void)dy;
+    if (!c->with_loss)
+        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_backward: the last forward of this "
+                        "pairwise layer had no targets");
+    nnt_tensor *x = c->scores;
+    int64_t B = x->shape[0], n = nnt_box_numel(x->ndim - 1, x->shape), per_row = n / B;
+    memset(c->host, 0, (size_t)n * sizeof *c->host);
+    for (int64_t p = 0; p < B / 2; p++) {
+        double rc_ = c->score[2 * p], rr = c->score[2 * p + 1];
+        double s = 1.0 / (1.0 + exp(rc_ - rr));   /* sigmoid(-(r_c - r_r)) */
+        double centered = 2.0 * c->center * (rc_ + rr);
+        c->host[2 * p * per_row + c->pooled[2 * p]] = (float)((centered - s) / c->fwd_divisor);
+        c->host[(2 * p + 1) * per_row + c->pooled[2 * p + 1]] =
+            (float)((centered + s) / c->fwd_divisor);
+    }
+    NNT_TRY(nnt_layer_ensure(l, &c->dscores, NNT_FP32, x->ndim, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_copy_from_host(c->dscores, c->host, (size_t)n * sizeof *c->host));
+    c->with_loss = 0;
+    *dx = c->dscores;
+    return NNT_OK;
+}
+
+static int pairwise_has_targets(const nnt_layer *l)
+{
+    (void)l;
+    return 1;
+}
+
+static void pairwise_destroy(nnt_layer *l)
+{
+    pairwise *c = l->impl;
+    nnt_tensor *own[] = {c->dscores};
+    destroy_all(own, sizeof own / sizeof own[0]);
+    free(c->ids), free(c->pooled), free(c->score), free(c->host);
+}
+
+static const nnt_layer_vt pairwise_vt = {
+    NNT_LAYER_PAIRWISE, "pairwise", pairwise_forward, pairwise_backward,
+    pairwise_set_targets, pairwise_loss, pairwise_has_targets, NULL, pairwise_destroy, NULL,
+    NULL, NULL};
+
+NNT_API int nnt_layer_pairwise_create(nnt_ctx *ctx, int32_t ignore_index, double center,
+                                      nnt_layer **out)
+{
+    const char *fn = "nnt_layer_pairwise_create";
+    if (!(center >= 0.0) || !isfinite(center))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: center %g (>= 0, finite)", fn, center);
+    nnt_layer *l = NULL;
+    NNT_TRY(nnt_layer_new(ctx, &pairwise_vt, sizeof(pairwise), fn, &l));
+    pairwise *c = l->impl;
+    c->ignore = ignore_index;
+    c->center = center;
+    *out = l;
+    return NNT_OK;
+}
+
+/* The loss layers of models (cross_entropy, pairwise) */
+int gl_loss_has_targets(const nnt_layer *l)
+{
+    return l->vt == &pairwise_vt ? ((const pairwise *)l->impl)->have_targets
+                                 : gl_cross_entropy_has_targets(l);
+}
+
+int gl_loss_targets(const nnt_layer *l, const int32_t **ids, int64_t *n, int32_t *ignore)
+{
+    if (l->vt == &pairwise_vt) {
+        const pairwise *c = l->impl;
+        *ids = c->ids, *n = c->nids, *ignore = c->ignore;
+        return c->have_targets;
+    }
+    if (l->vt != &xent_vt)
+        return 0;
+    const xent *c = l->impl;
+    *ids = c->ids, *ignore = c->ignore;
+    *n = c->targets ? nnt_box_numel(c->targets->ndim, c->targets->shape) : 0;
+    return c->have_targets;
+}
+
+NNT_API int nnt_layer_set_pairwise_center(nnt_layer *layer, double center)
+{
+    static const char fn[] = "nnt_layer_set_pairwise_center";
+    NNT_TRY(nnt_layer_check(layer, fn));
+    nnt_layer *l = layer;
+    while (l && l->vt != &pairwise_vt) {   /* the layer, its inner tree's or last child's */
+        nnt_layer *inner = l->vt->inner ? l->vt->inner(l) : NULL;
+        l = inner && inner != l ? inner : l->nchildren > 0 ? l->children[l->nchildren - 1] : NULL;
+    }
+    if (!l)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: a %s layer has no pairwise loss (a "
+                        "reward model: num_labels 1)", fn, layer->vt->kind_name);
+    if (!(center >= 0.0) || !isfinite(center))
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: center %g (>= 0, finite)", fn, center);
+    ((pairwise *)l->impl)->center = center;
+    return NNT_OK;
+}

@@ -799,10 +799,32 @@ void nnt_cfg_put_window(nnt_cfg_out *t, const nnt_model_config *c)
         nnt_cfg_add(t, ",\n  \"sliding_window\": null");
 }
 
-void nnt_cfg_put_no_token_ids(nnt_cfg_out *t)
+void nnt_cfg_put_no_token_ids(nnt_cfg_out *t, const nnt_model_config *c)
 {
-    nnt_cfg_add(t, ",\n  \"pad_token_id\": null,\n  \"bos_token_id\": null,\n  "
-                "\"eos_token_id\": null");
+    nnt_cfg_put_pad(t, c);
+    nnt_cfg_add(t, ",\n  \"bos_token_id\": null,\n  \"eos_token_id\": null");
+}
+
+void nnt_cfg_put_pad(nnt_cfg_out *t, const nnt_model_config *c)
+{
+    if (c->has_pad_token)
+        nnt_cfg_put_int(t, "pad_token_id", c->pad_token_id);
+    else
+        nnt_cfg_add(t, ",\n  \"pad_token_id\": null");
+    t->pad_done = 1;
+}
+
+/* A classifier's labels, as transformers writes its default names. */
+static void put_labels(nnt_cfg_out *t, const nnt_model_config *c)
+{
+    nnt_cfg_add(t, ",\n  \"id2label\": {");
+    for (int64_t i = 0; i < c->num_labels; i++)
+        nnt_cfg_add(t, "%s\"%lld\": \"LABEL_%lld\"", i ? ", " : "", (long long)i,
+                    (long long)i);
+    nnt_cfg_add(t, "},\n  \"label2id\": {");
+    for (int64_t i = 0; i < c->num_labels; i++)
+        nnt_cfg_add(t, "%s\"LABEL_%lld\": %lld", i ? ", " : "", (long long)i, (long long)i);
+    nnt_cfg_add(t, "}");
 }
 
 void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c)
@@ -1043,7 +1065,8 @@ static int first_architecture(const nnt_cfg_in *o, const jkey *k, char **out)
 }
 
 /* The family and architecture of key (architectures[0] or model_type) in the table. */
-static int family_by(const nnt_cfg_in *o, int by_type, const nnt_family **f, int *arch)
+static int family_by(const nnt_cfg_in *o, int by_type, const nnt_family **f, int *arch,
+                     int *classifier)
 {
     const char *key = by_type ? "model_type" : "architectures";
     const jkey *k = jvalue(o, key);
@@ -1056,6 +1079,7 @@ static int family_by(const nnt_cfg_in *o, int by_type, const nnt_family **f, int
         NNT_TRY(first_architecture(o, k, &name));
     }
     *f = nnt_family_of_hf(name, by_type, arch);
+    *classifier = !*f && !by_type && (*f = nnt_family_of_classifier(name, arch)) != NULL;
     char quoted[NNT_IO_MAXNAME + 8], valid[1024];
     snprintf(quoted, sizeof quoted, "\"%s\"", name);
     free(name);
@@ -1068,14 +1092,15 @@ static int family_by(const nnt_cfg_in *o, int by_type, const nnt_family **f, int
 /* The family of o: architectures[0], else model_type; when both are given they must name
  * the same architecture (a config.json whose model_type is another model's is refused, not
  * read as architectures[0] alone). */
-static int family_of(const nnt_cfg_in *o, const nnt_family **f, int *arch)
+static int family_of(const nnt_cfg_in *o, const nnt_family **f, int *arch, int *classifier)
 {
+    *classifier = 0;
     if (!jvalue(o, "architectures") && !jvalue(o, "model_type"))
         return nnt_fail(o->ctx, NNT_E_FORMAT, "%s: %s: neither architectures nor model_type "
                         "is given", o->fn, o->file);
     if (!jvalue(o, "architectures"))
-        return family_by(o, 1, f, arch);
-    NNT_TRY(family_by(o, 0, f, arch));
+        return family_by(o, 1, f, arch, classifier);
+    NNT_TRY(family_by(o, 0, f, arch, classifier));
     if (!jvalue(o, "model_type"))
         return NNT_OK;
     char *type = NULL;
@@ -1092,14 +1117,34 @@ static int family_of(const nnt_cfg_in *o, const nnt_family **f, int *arch)
     return rc;
 }
 
+/* A *ForSequenceClassification's labels (transformers: as many as id2label has, else
+ * num_labels, else 2) and pad_token_id (its pooling skips it). */
+static int classifier_from(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    nnt_cfg_in *labels = NULL;
+    NNT_TRY(nnt_cfg_sub(o, "id2label", &labels));
+    if (labels) {
+        c->num_labels = (int64_t)labels->n;
+        nnt_cfg_sub_free(labels);
+    } else {
+        NNT_TRY(nnt_cfg_int(o, "num_labels", 0, 2, &c->num_labels));
+    }
+    if (c->num_labels < 1)
+        return nnt_cfg_unsupported(o, "id2label", "{}", "one label or more");
+    c->has_pad_token = nnt_cfg_has(o, "pad_token_id") && jvalue(o, "pad_token_id") != NULL;
+    return c->has_pad_token ? nnt_cfg_int(o, "pad_token_id", 1, 0, &c->pad_token_id) : NNT_OK;
+}
+
 static int config_from(nnt_cfg_in *o, nnt_model_config *cfg, const nnt_hf_arch **which)
 {
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     const nnt_family *f = NULL;
-    int arch = -1;
-    NNT_TRY(family_of(o, &f, &arch));
+    int arch = -1, classifier = 0;
+    NNT_TRY(family_of(o, &f, &arch, &classifier));
     c.family = f->id;
     NNT_TRY(f->read_hf(o, arch, &c));
+    if (classifier)
+        NNT_TRY(classifier_from(o, &c));
     NNT_TRY(nnt_model_check(o->ctx, o->fn, &c));
     *cfg = c;
     if (which)
@@ -1238,10 +1283,24 @@ int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *
     int arch = nnt_model_hf_arch(ctx, fn, c, &f);
     if (arch < 0)
         return arch;
-    nnt_cfg_out t = {NULL, 0, 0, 0};
+    char name[128];
+    const char *architecture = f->archs[arch].architecture;
+    if (c->num_labels > 0) {
+        if (!nnt_hf_classifier_name(architecture, name, sizeof name))
+            return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: transformers has no sequence "
+                            "classifier of %s (num_labels %lld)", fn, architecture,
+                            (long long)c->num_labels);
+        architecture = name;
+    }
+    nnt_cfg_out t = {NULL, 0, 0, 0, 0};
     nnt_cfg_add(&t, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\"",
-                f->archs[arch].architecture, f->archs[arch].model_type);
+                architecture, f->archs[arch].model_type);
     f->write_hf(&t, arch, c);
+    if (c->num_labels > 0) {
+        put_labels(&t, c);
+        if (!t.pad_done)
+            nnt_cfg_put_pad(&t, c);
+    }
     nnt_cfg_add(&t, ",\n  \"torch_dtype\": \"float32\"\n}\n");
     if (t.oom) {
         free(t.buf);
@@ -1365,7 +1424,7 @@ int nnt_cfg_string_list(const nnt_cfg_in *o, const char *key, char **out)
     char err[NNT_IO_ERRLEN];
     nnt_json j;
     nnt_json_init(&j, o->buf + k->start, k->end - k->start, k->start, o->file, err, sizeof err);
-    nnt_cfg_out t = {NULL, 0, 0, 0};
+    nnt_cfg_out t = {NULL, 0, 0, 0, 0};
     int rc = nnt_json_expect(&j, '[', key);
     for (int first = 1; rc == 0 && nnt_json_peek(&j) != ']'; first = 0) {
         char *s = NULL;

@@ -192,7 +192,7 @@ static void falcon_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_double(t, "hidden_dropout", 0.0);
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
     nnt_cfg_put_rope(t, &c->rope);
-    nnt_cfg_put_no_token_ids(t);
+    nnt_cfg_put_no_token_ids(t, c);
 }
 
 /* ---- parameter names in the files ----------------------------------------------------------- */

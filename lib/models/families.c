@@ -52,6 +52,49 @@ const nnt_family *nnt_family_of_hf(const char *name, int by_type, int *arch)
     return NULL;
 }
 
+/* ---- classifiers: transformers' *ForSequenceClassification of each causal architecture ---- */
+
+#define SEQ_CLS "ForSequenceClassification"
+
+/* Causal architectures whose classifier is not named by the rule (prefix + SEQ_CLS); a
+ * NULL classifier: transformers has none. */
+static const char *const CLASSIFIER_NAMES[][2] = {
+    {"GPT2LMHeadModel", "GPT2ForSequenceClassification"},
+    {"Gemma3ForCausalLM", "Gemma3TextForSequenceClassification"},
+    {"Gemma3ForConditionalGeneration", NULL},   /* its classifier nests the text model apart */
+    {"GraniteForCausalLM", NULL},
+    {"OlmoeForCausalLM", NULL},
+};
+
+int nnt_hf_classifier_name(const char *causal, char *out, size_t size)
+{
+    for (size_t i = 0; i < sizeof CLASSIFIER_NAMES / sizeof CLASSIFIER_NAMES[0]; i++)
+        if (strcmp(causal, CLASSIFIER_NAMES[i][0]) == 0) {
+            if (!CLASSIFIER_NAMES[i][1])
+                return 0;
+            snprintf(out, size, "%s", CLASSIFIER_NAMES[i][1]);
+            return 1;
+        }
+    size_t n = strlen(causal), k = strlen("ForCausalLM");
+    if (n <= k || strcmp(causal + n - k, "ForCausalLM") != 0)
+        return 0;
+    snprintf(out, size, "%.*s%s", (int)(n - k), causal, SEQ_CLS);
+    return 1;
+}
+
+const nnt_family *nnt_family_of_classifier(const char *name, int *arch)
+{
+    char want[128];
+    for (int i = 0; i < nfamilies; i++)
+        for (int a = 0; a < table[i]->narchs; a++)
+            if (nnt_hf_classifier_name(table[i]->archs[a].architecture, want, sizeof want) &&
+                strcmp(name, want) == 0) {
+                *arch = a;
+                return table[i];
+            }
+    return NULL;
+}
+
 void nnt_family_hf_names(int by_type, char *out, size_t size)
 {
     size_t n = 0;

@@ -155,6 +155,7 @@ typedef struct nnt_cfg_out {
     char *buf;
     size_t len, cap;
     int oom;
+    int pad_done;   /* pad_token_id written (nnt_cfg_put_pad) */
 } nnt_cfg_out;
 
 void nnt_cfg_add(nnt_cfg_out *t, const char *fmt, ...) NNT_PRINTF(2, 3);
@@ -175,7 +176,9 @@ void nnt_cfg_put_window(nnt_cfg_out *t, const nnt_model_config *c);
 /* ,\n  "pad_token_id": null, "bos_token_id": null, "eos_token_id": null: a configuration
  * class's ids that a model's smaller vocabulary lacks (transformers would refuse an
  * embedding padding_idx out of range). */
-void nnt_cfg_put_no_token_ids(nnt_cfg_out *t);
+void nnt_cfg_put_no_token_ids(nnt_cfg_out *t, const nnt_model_config *c);
+/* pad_token_id: the configuration's, else null (t->pad_done set). */
+void nnt_cfg_put_pad(nnt_cfg_out *t, const nnt_model_config *c);
 /* ,\n  "rope_parameters": {"sliding_attention": {...}, "full_attention": {...}} of c's
  * windowed layers' rope (rope_local_theta, else the global one's theta) and the global. */
 void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c);
@@ -445,6 +448,13 @@ const nnt_family *nnt_family_at(int i);
 /* The family and architecture index of a config.json's architectures[0] (by_type 0) or
  * model_type (by_type 1); NULL if no family reads it. */
 const nnt_family *nnt_family_of_hf(const char *name, int by_type, int *arch);
+/* transformers' sequence classifier of the causal architecture causal (GPT2LMHeadModel:
+ * GPT2ForSequenceClassification, LlamaForCausalLM: LlamaForSequenceClassification, ...)
+ * into out: 1, or 0 when transformers has none. */
+int nnt_hf_classifier_name(const char *causal, char *out, size_t size);
+/* The family and (causal) architecture index of a classifier's architectures[0]; NULL if
+ * none. */
+const nnt_family *nnt_family_of_classifier(const char *name, int *arch);
 /* The names a family table lookup accepts, for messages: every family's architectures
  * (by_type 0) or model types (by_type 1), ", "-separated, into out. */
 void nnt_family_hf_names(int by_type, char *out, size_t size);

@@ -319,6 +319,9 @@ int nnt_model_generate_n_trace(nnt_layer *model, const char *fn, const int32_t *
     nnt_model_config cfg;
     nnt_sampling s;
     NNT_TRY(nnt_model_config_get(model, fn, &cfg));
+    if (cfg.num_labels > 0)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: a classifier (num_labels %lld) has no "
+                        "language model head to generate with", fn, (long long)cfg.num_labels);
     NNT_TRY(read_sampling(model->ctx, fn, user, cfg.vocab, &s));
     if (nseq < 1 || (ngen > 0 && nseq > INT64_MAX / ngen) || nseq > INT32_MAX)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: nseq = %lld must be >= 1 (and nseq x "

@@ -138,7 +138,7 @@ static void bigcode_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c
     nnt_cfg_put_double(t, "resid_pdrop", 0.0);
     nnt_cfg_put_double(t, "embd_pdrop", 0.0);
     nnt_cfg_put_double(t, "attn_pdrop", 0.0);
-    nnt_cfg_put_no_token_ids(t);
+    nnt_cfg_put_no_token_ids(t, c);
 }
 
 /* ---- parameter names in the files ----------------------------------------------------------- */

@@ -397,6 +397,26 @@ static int stack_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
  * first failure. */
 typedef int (*hf_visit)(const hf_pass *ps, hf_tensor *t, void *arg);
 
+#define SCORE "score.weight"   /* a classifier's head, unprefixed in every family's files */
+
+/* A classifier's head, after the model's other tensors (where transformers saves it). */
+static int visit_score(const hf_pass *ps, hf_tensor *t, hf_visit visit, void *arg)
+{
+    if (ps->cfg.num_labels < 1)
+        return NNT_OK;
+    int64_t i = param_index(ps->model, ps->count, SCORE, ps->count - 1);
+    if (i < 0)
+        return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: the classifier has no parameter %s",
+                        ps->fn, SCORE);
+    t->p[0] = param_of(ps->model, i);
+    t->index[0] = i;
+    t->np = 1;
+    snprintf(t->name, sizeof t->name, "%s", SCORE);
+    t->bare = t->name;
+    NNT_TRY(hf_layout(ps->model->ctx, ps->fn, t, 0, 0));
+    return visit(ps, t, arg);
+}
+
 static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
 {
     hf_pass ps = {model, fn, NULL, {0}, 0};
@@ -412,6 +432,9 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
         for (int64_t i = 0; i < ps.count; i++) {
             if (nnt_layer_listed(tree, i)->adapter)   /* not the model's: PEFT files */
                 continue;
+            const char *pname = param_of(ps.model, i).name;
+            if (ps.cfg.num_labels > 0 && pname && strcmp(pname, SCORE) == 0)
+                continue;   /* visit_score's */
             int stacked = ps.f->hf_stack ? stack_tensor(&ps, i, &t) : 0;
             if (stacked < 0)
                 return stacked;
@@ -434,7 +457,7 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
                 NNT_TRY(own_tensor(&ps, i, &t));
             NNT_TRY(visit(&ps, &t, arg));
         }
-        return NNT_OK;
+        return visit_score(&ps, &t, visit, arg);
     }
     for (int k = 0; k < ps.f->nhf_specs; k++) {
         const nnt_hf_spec *h = &ps.f->hf_specs[k];
@@ -443,7 +466,7 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
             NNT_TRY(visit(&ps, &t, arg));
         }
     }
-    return NNT_OK;
+    return visit_score(&ps, &t, visit, arg);
 }
 
 /* The file names of a model's parameters (nnt_layer.file_names): each part of a file's tensor
@@ -667,6 +690,8 @@ typedef struct hf_reading {
     const nnt_hf_nesting *nest;
     char **names;
     size_t n, cap;
+    int keep_score;   /* a classifier reads a language model's file: its own head stays, the
+                         file's head is not read (transformers' from_pretrained so)     */
 } hf_reading;
 
 static int starts_with(const char *s, const char *prefix)
@@ -861,6 +886,8 @@ static int check_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     hf_reading *g = arg;
     nnt_ctx *ctx = ps->model->ctx;
+    if (g->keep_score && strcmp(t->name, SCORE) == 0)
+        return NNT_OK;
     if (t->stacked)
         return check_stack(ps, g, t);
     const char *path = g->what;
@@ -949,6 +976,8 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     hf_reading *g = arg;
     nnt_ctx *ctx = ps->model->ctx;
+    if (g->keep_score && strcmp(t->name, SCORE) == 0)
+        return NNT_OK;
     if (t->stacked)
         return fill_stack(ps, g, t);
     const nnt_st_reader *r = NULL;
@@ -991,6 +1020,10 @@ static int ignorable(const hf_reading *g, const nnt_family *f, const char *name,
     char head[NNT_IO_MAXNAME + 1];
     if (tied && strcmp(name, nested_name(g->nest, "lm_head.weight", head)) == 0)
         return 1;
+    if (g->keep_score &&   /* a language model's head (GPT-NeoX's embed_out) */
+        (ends_with(name, "lm_head.weight") || ends_with(name, "lm_head.bias") ||
+         ends_with(name, "embed_out.weight")))
+        return 1;
     for (const char *const *end = f->hf_ignored; end && *end; end++)
         if (ends_with(name, *end))
             return 1;
@@ -1022,9 +1055,10 @@ static int check_unknown(nnt_layer *model, const char *fn, const hf_reading *g,
 /* The weights w (what: their file or index) of architecture arch (NULL: the model's names)
  * into model, of configuration cfg: every tensor checked before any is read. */
 static int read_weights(nnt_layer *model, const char *fn, const nnt_hf_weights *w,
-                        const char *what, const nnt_hf_arch *arch, const nnt_model_config *cfg)
+                        const char *what, const nnt_hf_arch *arch, const nnt_model_config *cfg,
+                        int keep_score)
 {
-    hf_reading g = {w, what, nesting_of(arch, w), NULL, 0, 0};
+    hf_reading g = {w, what, nesting_of(arch, w), NULL, 0, 0, keep_score};
     int rc = hf_each(model, fn, check_one, &g);
     if (rc == 0 && nnt_family_find(cfg->family)->hf_strict)
         rc = check_unknown(model, fn, &g, cfg);
@@ -1047,7 +1081,7 @@ static int load_weights(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w,
     int rc = tree ? nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, &model)
                   : nnt_model_build(ctx, fn, cfg, B, T, tiling, &model);
     if (rc == 0)
-        rc = read_weights(model, fn, w, what, arch, cfg);
+        rc = read_weights(model, fn, w, what, arch, cfg, 0);
     if (rc) {
         nnt_layer_destroy(model);
         return rc;
@@ -1119,7 +1153,9 @@ static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
         {"heads", (double)f.heads, (double)have->heads},
         {"kv_heads", (double)f.kv_heads, (double)have->kv_heads},
         {"channels", (double)f.channels, (double)have->channels},
-        {"tied", f.tied, have->tied}, {"qk_norm", f.qk_norm, have->qk_norm},
+        {"tied", f.tied, have->tied}, {"num_labels", (double)f.num_labels,
+                                        (double)have->num_labels},
+        {"qk_norm", f.qk_norm, have->qk_norm},
         {"experts", (double)f.experts, (double)have->experts},
         {"serial_blocks", f.serial_blocks, have->serial_blocks},
         {"two norms a block (parallel_norms 2)", f.parallel_norms == 2,
@@ -1146,7 +1182,7 @@ static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i].file != sizes[i].have)
-            return nnt_fail(ctx, i < 9 ? NNT_E_SHAPE : NNT_E_INVAL, "%s: %s/config.json has %s "
+            return nnt_fail(ctx, i < 10 ? NNT_E_SHAPE : NNT_E_INVAL, "%s: %s/config.json has %s "
                             "%g, the model %g", fn, dir, sizes[i].name, sizes[i].file,
                             sizes[i].have);
     if (f.rope.scaling == NNT_ROPE_SCALING_LONGROPE &&
@@ -1169,9 +1205,12 @@ NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir)
     nnt_hf_weights *w = NULL;
     NNT_TRY(nnt_model_config_get(model, fn, &have));
     NNT_TRY(nnt_model_config_read_dir(model->ctx, fn, dir, &file, &arch));
+    int keep_score = file.num_labels == 0 && have.num_labels > 0;
+    if (keep_score)   /* a language model's weights under a classifier's head */
+        file.num_labels = have.num_labels, file.tied = have.tied;
     NNT_TRY(same_config(model->ctx, fn, dir, &file, &have));
     NNT_TRY(nnt_hf_weights_open(model->ctx, fn, dir, &w));
-    int rc = read_weights(model, fn, w, nnt_hf_weights_source(w), arch, &have);
+    int rc = read_weights(model, fn, w, nnt_hf_weights_source(w), arch, &have, keep_score);
     nnt_hf_weights_close(w);
     return rc;
 }

@@ -320,7 +320,7 @@ static void llama_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
         /* SmolLM3Config's token ids (pad 128004: its embedding's padding_idx, bos 128000, eos
          * 128001) are its tokenizer's; a smaller vocabulary has none of them */
         if (c->vocab <= 128004)
-            nnt_cfg_put_no_token_ids(t);
+            nnt_cfg_put_no_token_ids(t, c);
     } else if (arch == ARCH_MISTRAL) {
         nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
     } else if (arch != ARCH_LLAMA && c->sliding_window) {   /* Qwen2, Qwen3 */

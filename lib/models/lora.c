@@ -400,6 +400,12 @@ NNT_API int nnt_model_lora_add(nnt_layer *model, const nnt_lora_options *opts)
     nnt_layer *tree = NULL;
     const nnt_family *f = NULL;
     NNT_TRY(tree_of(model, fn, &tree, &f));
+    nnt_model_config cfg;
+    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
+    if (cfg.num_labels > 0)   /* PEFT trains a classifier's head whole (modules_to_save) */
+        return nnt_fail(model->ctx, NNT_E_UNSUPPORTED, "%s: LoRA on a classifier "
+                        "(num_labels %lld) is not supported yet: train it whole", fn,
+                        (long long)cfg.num_labels);
     const char *targets = o.targets          ? o.targets
                           : f->lora_targets ? f->lora_targets
                                             : "all-linear";
@@ -718,7 +724,7 @@ static int explicit_one(const lora_module *m, void *arg)
 static int config_text(nnt_ctx *ctx, const char *fn, const nnt_model_lora *st, int conv1d,
                        const explicit_targets *x, char **out)
 {
-    nnt_cfg_out t = {NULL, 0, 0, 0};
+    nnt_cfg_out t = {NULL, 0, 0, 0, 0};
     nnt_cfg_add(&t, "{\n  \"alpha_pattern\": %s,\n  \"auto_mapping\": null,\n"
                 "  \"base_model_name_or_path\": null,\n  \"bias\": \"none\",\n"
                 "  \"exclude_modules\": null,\n  \"fan_in_fan_out\": %s,\n"
@@ -865,7 +871,7 @@ static int read_target_parameters(nnt_ctx *ctx, const char *fn, const nnt_cfg_in
 {
     char *list = NULL;
     NNT_TRY(nnt_cfg_string_list(c, "target_parameters", &list));
-    nnt_cfg_out t = {NULL, 0, 0, 0};
+    nnt_cfg_out t = {NULL, 0, 0, 0, 0};
     nnt_cfg_add(&t, "%s", *raw ? *raw : "");
     int rc = NNT_OK;
     for (char *p = list; rc == 0 && p && *p;) {

@@ -115,7 +115,7 @@ static void olmo_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
     /* Olmo2Config's token ids (pad 1, eos 50279) are its tokenizer's */
     if (c->vocab <= 50279)
-        nnt_cfg_put_no_token_ids(t);
+        nnt_cfg_put_no_token_ids(t, c);
     if (arch == ARCH_OLMO2) {
         nnt_cfg_put_rope(t, &c->rope);
         return;

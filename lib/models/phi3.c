@@ -161,7 +161,7 @@ static void phi3_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     /* Phi3Config's token ids (pad 32000: its embedding's padding_idx, bos 1, eos 32000) are
      * its tokenizer's; a smaller vocabulary has none of them */
     if (c->vocab <= 32000)
-        nnt_cfg_put_no_token_ids(t);
+        nnt_cfg_put_no_token_ids(t, c);
     nnt_cfg_put_rope(t, &c->rope);
 }
 

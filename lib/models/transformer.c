@@ -32,6 +32,7 @@
 #include "../layers/generic.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +42,7 @@ typedef struct model_impl {
     nnt_model_config cfg;
     nnt_model_lora lora;      /* its adapters' settings (lib/models/lora.c)                */
     int with_loss;            /* the last forward ran the loss (targets were set)          */
+    nnt_tensor *logits;       // (B, T, V or num_labels) output of the last forward
 } model_impl;
 
 /* ---- checks ------------------------------------------------------------------------------- */
@@ -273,6 +275,10 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
                         "(0 there)", fn, cfg->attn_sinks, cfg->moe_bias, cfg->swiglu_limit,
                         cfg->swiglu_alpha, f->title);
     NNT_TRY(check_blocks(ctx, fn, cfg, f));
+    if (cfg->num_labels < 0 || (cfg->has_pad_token && cfg->pad_token_id < 0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: num_labels %lld (0: a language model, >= 1: a "
+                        "classifier), pad_token_id %lld (>= 0 when has_pad_token)", fn,
+                        (long long)cfg->num_labels, (long long)cfg->pad_token_id);
     return f->check ? f->check(ctx, fn, cfg) : NNT_OK;
 }
 
@@ -337,7 +343,8 @@ static int model_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
         NNT_TRY(nnt_layer_forward(l->children[i], x, &x));   // (B, T) -> ... -> (B, T, V)
     }
     m->with_loss = 0;
-    if (gl_cross_entropy_has_targets(loss)) {
+    m->logits = x;
+    if (gl_loss_has_targets(loss)) {
         NNT_TRY(nnt_layer_forward(loss, x, NULL));
         m->with_loss = 1;
     }
@@ -458,10 +465,34 @@ static int add_norm(nnt_layer *l, const nnt_model_config *c, const nnt_family_la
     return adopt(l, f->norm, norm);
 }
 
+/* A classifier's head: "score" (C -> num_labels, no bias) at every position, and its loss:
+ * the cross-entropy over the labels, or (one label) the pairwise loss of reward models; the
+ * pooled position of each row is the one its targets count. transformers' classifiers take
+ * no soft-cap or logits scale. */
+static int add_score(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *t,
+                     const char *fn)
+{
+    nnt_layer *head = NULL, *loss = NULL;
+    NNT_TRY(gl_linear_new(l->ctx, c->channels, c->num_labels, 0,
+                          gl_tile(t->channels, c->channels), c->num_labels, fn, &head));
+    for (int i = 0; i < head->nparams; i++)   /* never in NF4 */
+        head->params[i].output_head = 1;
+    NNT_TRY(adopt(l, "score", head));
+    if (c->num_labels == 1) {
+        NNT_TRY(nnt_layer_pairwise_create(l->ctx, IGNORE_INDEX, 0.0, &loss));
+    } else {
+        NNT_TRY(nnt_layer_cross_entropy_create(l->ctx, IGNORE_INDEX, &loss));
+        gl_cross_entropy_in_place(loss);
+    }
+    return adopt(l, "loss", loss);
+}
+
 static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *c,
                     const nnt_family_layout *f, const nnt_tiling *t, const char *fn)
 {
     nnt_layer *head = NULL, *loss = NULL;
+    if (c->num_labels > 0)
+        return add_score(l, c, t, fn);
     if (c->tied)
         NNT_TRY(gl_lm_head_new(embedding, fn, &head));
     else
@@ -543,7 +574,7 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
                     int64_t T, const nnt_tiling *tiling, nnt_layer **out)
 {
     const nnt_family *f = cfg ? nnt_family_find(cfg->family) : NULL;
-    if (!f || !f->build)
+    if (!f || !f->build || cfg->num_labels > 0)   /* a GPT-2 classifier: the tree */
         return nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, out);
     nnt_tiling t;
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
@@ -626,4 +657,71 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg)
 nnt_model_lora *nnt_model_lora_of(nnt_layer *tree)
 {
     return tree->vt == &model_vt ? &((model_impl *)tree->impl)->lora : NULL;
+}
+
+/* ---- classifiers ---------------------------------------------------------------------------- */
+
+NNT_API int nnt_model_pool_targets(const int32_t *ids, int64_t B, int64_t T, int64_t pad_id,
+                                   const int32_t *labels, int32_t *targets)
+{
+    const char *fn = "nnt_model_pool_targets";
+    if (!ids || !targets || B < 1 || T < 1)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: ids %p, targets %p, B %lld, T %lld (both "
+                        "pointers, B, T >= 1)", fn, (const void *)ids, (void *)targets,
+                        (long long)B, (long long)T);
+    for (int64_t b = 0; b < B; b++) {
+        const int32_t *row = ids + b * T;
+        int64_t at = T - 1;
+        if (pad_id >= 0)   /* transformers: argmax of position * (id != pad), 0 if none */
+            for (at = T - 1; at > 0 && row[at] == pad_id; at--)
+                ;
+        int32_t label = labels ? labels[b] : 0;
+        if (label < 0)
+            return nnt_fail(NULL, NNT_E_INVAL, "%s: label %d of row %lld (>= 0)", fn,
+                            (int)label, (long long)b);
+        for (int64_t t = 0; t < T; t++)
+            targets[b * T + t] = t == at ? label : IGNORE_INDEX;
+    }
+    return NNT_OK;
+}
+
+NNT_API int nnt_model_pooled_logits(nnt_layer *model, float *logits, int64_t n)
+{
+    const char *fn = "nnt_model_pooled_logits";
+    NNT_TRY(nnt_layer_check(model, fn));
+    nnt_model_config cfg;
+    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
+    nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
+    if (cfg.num_labels < 1 || tree->vt != &model_vt)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: not a classifier (num_labels %lld)", fn,
+                        (long long)cfg.num_labels);
+    model_impl *m = tree->impl;
+    nnt_layer *loss = tree->children[tree->nchildren - 1];
+    const int32_t *ids = NULL;
+    int64_t nids = 0;
+    int32_t ignore = 0;
+    if (!m->with_loss || !gl_loss_targets(loss, &ids, &nids, &ignore))
+        return nnt_fail(model->ctx, NNT_E_STATE, "%s: no forward with targets since the last "
+                        "backward", fn);
+    int64_t B = m->logits->shape[0], L = cfg.num_labels, per_row = nids / B;
+    if (!logits || n != B * L)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: logits %p, n %lld (B * num_labels = "
+                        "%lld)", fn, (void *)logits, (long long)n, (long long)(B * L));
+    float *all = malloc((size_t)(nids * L) * sizeof *all);   // (B, T, L)
+    if (!all)
+        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = nnt_tensor_copy_to_host(m->logits, all, (size_t)(nids * L) * sizeof *all);
+    for (int64_t b = 0; rc == 0 && b < B; b++) {
+        int64_t at = -1;
+        for (int64_t t = 0; t < per_row; t++)
+            if (ids[b * per_row + t] != ignore)
+                at = t;
+        if (at < 0)
+            rc = nnt_fail(model->ctx, NNT_E_STATE, "%s: row %lld of the targets pools no "
+                          "position", fn, (long long)b);
+        else
+            memcpy(logits + b * L, all + (b * per_row + at) * L, (size_t)L * sizeof *logits);
+    }
+    free(all);
+    return rc;
 }

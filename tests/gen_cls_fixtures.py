@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Generate tests/fixtures/cls_tiny/: tiny sequence classifiers and a reward model as
+transformers' *ForSequenceClassification computes them and TRL's RewardTrainer trains them,
+for tests/test_classifier.c.
+
+Not run by CI (it needs PyTorch + transformers); run once and commit the output. No
+downloads: random models (fixed seeds), single-threaded, deterministic, eager attention.
+
+    /tmp/venv-torch/bin/python tests/gen_cls_fixtures.py [--out tests/fixtures/cls_tiny]
+
+The pooled position of a row is transformers' (GenericForSequenceClassification,
+GPT2ForSequenceClassification): argmax over t of t * (id_t != pad_token_id), the last
+non-pad position. The pad id is set on the configuration after the model is built, as
+RewardTrainer sets it (so the embedding has no padding_idx and every row trains).
+
+Cases (T 12, B 4; AdamW lr 1e-2, betas (0.9, 0.999), eps 1e-8, weight decay 0.1 on the
+parameters of 2 dims or more, none on the others: nnt's default; 3 steps on the same batch):
+  llama_cls/   LlamaForSequenceClassification, num_labels 3, pad 0 (V 64, C 32, L 2, NH 4,
+               NKV 2, hidden 48, untied); reference: pooled logits, the cross-entropy
+               (transformers' single_label_classification), every gradient (grad.<name>),
+               3 steps' losses, final.<name>
+  llama_rm/    the same shapes, num_labels 1 (a reward model), pad 0; rows 2p / 2p + 1 the
+               chosen / rejected sequence of pair p; loss as trl/trainer/reward_trainer.py
+               (1.16) writes it: -logsigmoid(r_c - r_r).mean() + center_rewards_coefficient *
+               mean((r_c + r_r)^2), with the coefficient 0.25 (TRL's default: none); the
+               reference also holds the loss without it (loss_plain)
+  gpt2_cls/    GPT2ForSequenceClassification, num_labels 2, pad 5 (V 64, C 32, L 2, NH 4,
+               n_positions 32): pooled logits, loss, 3 steps' losses, final_model.safetensors
+               (save_pretrained's file after the steps)
+  llama_lm/    a LlamaForCausalLM of llama_cls's shapes (a base to build a classifier on)
+  pool.safetensors  ids (6, 7) with pad 3 (rows all pad, no pad, pad inside, ...) and
+               pooled (6) int32: the positions transformers pools
+"""
+import argparse
+import inspect
+import os
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from transformers import (GPT2Config, GPT2ForSequenceClassification, LlamaConfig,
+                          LlamaForCausalLM, LlamaForSequenceClassification)
+
+T, B, V, LR, WD, STEPS, CENTER = 12, 4, 64, 1e-2, 0.1, 3, 0.25
+
+
+def pooled_positions(ids, pad):
+    """transformers' rule, written as in modeling_layers.py"""
+    mask = (ids != pad).to(torch.int32)
+    idx = torch.arange(ids.shape[-1], dtype=torch.int32)
+    return (idx * mask).argmax(-1)
+
+
+def rows(g, lengths, pad):
+    out = []
+    for n in lengths:
+        r = torch.randint(1, V, (n,), generator=g)
+        r[r == pad] = (pad + 1) % V
+        out.append(torch.cat([r, torch.full((T - n,), pad)]))
+    ids = torch.stack(out)
+    ids[1, 2] = pad   # a pad id inside a row: not its end
+    return ids
+
+
+def adamw(model):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": WD},
+                              {"params": rest, "weight_decay": 0.0}],
+                             lr=LR, betas=(0.9, 0.999), eps=1e-8)
+
+
+def pooled_logits(model, ids):
+    return model(input_ids=ids).logits   # (B, num_labels)
+
+
+def cls_loss(model, ids, labels):
+    return F.cross_entropy(pooled_logits(model, ids), labels)
+
+
+def reward_loss(model, ids, center):
+    r = pooled_logits(model, ids).squeeze(-1)
+    rc, rr = r[0::2], r[1::2]
+    loss = -F.logsigmoid(rc - rr).mean()
+    if center is not None:
+        loss = loss + center * torch.mean((rc + rr) ** 2)
+    return loss
+
+
+def check_trl_formula():
+    try:
+        from trl.trainer import reward_trainer
+    except ImportError:
+        return
+    src = inspect.getsource(reward_trainer.RewardTrainer.compute_loss)
+    for line in ["loss = -nn.functional.logsigmoid(rewards_chosen - rewards_rejected).mean()",
+                 "loss += self.args.center_rewards_coefficient * torch.mean((rewards_chosen + "
+                 "rewards_rejected) ** 2)",
+                 "rewards_chosen, rewards_rejected = torch.chunk(outputs.logits.squeeze(-1), "
+                 "chunks=2)"]:
+        assert line in src, line
+
+
+def train(model, loss_fn, ref, prefix_grads):
+    opt = adamw(model)
+    losses = []
+    for s in range(STEPS):
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        if s == 0 and prefix_grads:
+            for n, p in model.named_parameters():
+                ref["grad." + n] = p.grad.detach().clone()
+        losses.append(loss.item())
+        opt.step()
+    ref["losses"] = torch.tensor(losses, dtype=torch.float64)
+    for n, p in model.named_parameters():
+        ref["final." + n] = p.detach().clone()
+
+
+def llama_config(num_labels):
+    return LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                       rms_norm_eps=1e-5, tie_word_embeddings=False, num_labels=num_labels,
+                       pad_token_id=None, bos_token_id=None, eos_token_id=None,
+                       attn_implementation="eager")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
+                                                   "cls_tiny"))
+    out = ap.parse_args().out
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    check_trl_formula()
+    g = torch.Generator().manual_seed(7)
+
+    # the pooling rule's cases
+    pad = 3
+    pool_ids = torch.tensor([[1, 2, 4, 3, 3, 3, 3], [3, 3, 3, 3, 3, 3, 3],
+                             [5, 6, 7, 8, 9, 10, 11], [3, 3, 3, 5, 3, 3, 3],
+                             [4, 3, 4, 3, 4, 3, 3], [3, 9, 9, 9, 9, 9, 3]], dtype=torch.int32)
+    save_file({"ids": pool_ids, "pooled": pooled_positions(pool_ids, pad).to(torch.int32)},
+              os.path.join(out, "pool.safetensors"))
+
+    # a classifier of 3 labels
+    torch.manual_seed(1)
+    m = LlamaForSequenceClassification(llama_config(3)).eval()
+    m.config.pad_token_id = 0
+    ids = rows(g, [12, 9, 5, 1], 0)
+    labels = torch.tensor([2, 0, 1, 2])
+    m.save_pretrained(os.path.join(out, "llama_cls"), safe_serialization=True)
+    ref = {"ids": ids.to(torch.int32), "labels": labels.to(torch.int32),
+           "pooled": pooled_positions(ids, 0).to(torch.int32)}
+    with torch.no_grad():
+        ref["logits"] = pooled_logits(m, ids)
+        ref["loss"] = cls_loss(m, ids, labels).reshape(1).double()
+    train(m, lambda: cls_loss(m, ids, labels), ref, True)
+    save_file({k: v.contiguous() for k, v in ref.items()},
+              os.path.join(out, "llama_cls.safetensors"))
+
+    # a reward model: pairs of rows
+    torch.manual_seed(2)
+    m = LlamaForSequenceClassification(llama_config(1)).eval()
+    m.config.pad_token_id = 0
+    ids = rows(g, [10, 7, 12, 4], 0)
+    m.save_pretrained(os.path.join(out, "llama_rm"), safe_serialization=True)
+    ref = {"ids": ids.to(torch.int32), "pooled": pooled_positions(ids, 0).to(torch.int32)}
+    with torch.no_grad():
+        ref["rewards"] = pooled_logits(m, ids).squeeze(-1)
+        ref["loss_plain"] = reward_loss(m, ids, None).reshape(1).double()
+        ref["loss"] = reward_loss(m, ids, CENTER).reshape(1).double()
+    train(m, lambda: reward_loss(m, ids, CENTER), ref, True)
+    save_file({k: v.contiguous() for k, v in ref.items()},
+              os.path.join(out, "llama_rm.safetensors"))
+
+    # GPT-2's own classifier class
+    torch.manual_seed(3)
+    cfg = GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=32,
+                     num_labels=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     summary_first_dropout=0.0, pad_token_id=None, bos_token_id=None,
+                     eos_token_id=None, attn_implementation="eager")
+    m = GPT2ForSequenceClassification(cfg).eval()
+    m.config.pad_token_id = 5
+    ids = rows(g, [12, 6, 8, 3], 5)
+    labels = torch.tensor([1, 0, 0, 1])
+    m.save_pretrained(os.path.join(out, "gpt2_cls"), safe_serialization=True)
+    ref = {"ids": ids.to(torch.int32), "labels": labels.to(torch.int32)}
+    with torch.no_grad():
+        ref["logits"] = pooled_logits(m, ids)
+        ref["loss"] = cls_loss(m, ids, labels).reshape(1).double()
+    train(m, lambda: cls_loss(m, ids, labels), ref, False)
+    ref = {k: v for k, v in ref.items() if not k.startswith("final.")}
+    m.save_pretrained(os.path.join(out, "gpt2_final"), safe_serialization=True)
+    os.replace(os.path.join(out, "gpt2_final", "model.safetensors"),
+               os.path.join(out, "gpt2_cls_final.safetensors"))
+    for f in os.listdir(os.path.join(out, "gpt2_final")):
+        os.remove(os.path.join(out, "gpt2_final", f))
+    os.rmdir(os.path.join(out, "gpt2_final"))
+    save_file({k: v.contiguous() for k, v in ref.items()},
+              os.path.join(out, "gpt2_cls.safetensors"))
+
+    # a language model to build a classifier on
+    torch.manual_seed(4)
+    lm = LlamaForCausalLM(llama_config(2))
+    lm.save_pretrained(os.path.join(out, "llama_lm"), safe_serialization=True)
+    for d in ["llama_cls", "llama_rm", "gpt2_cls", "llama_lm"]:
+        gen = os.path.join(out, d, "generation_config.json")
+        if os.path.exists(gen):
+            os.remove(gen)
+
+
+if __name__ == "__main__":
+    main()

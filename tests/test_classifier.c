@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: MIT */
+/* Sequence classifiers and reward models (nnt_model_config.num_labels) against transformers'
+ * *ForSequenceClassification and TRL's RewardTrainer loss (tests/fixtures/cls_tiny,
+ * tests/gen_cls_fixtures.py): the pooling rule (nnt_model_pool_targets), a Llama classifier
+ * of 3 labels, a Llama reward model (pairs of rows, the center term off its default) and
+ * GPT-2's own classifier: pooled logits, loss, every gradient, 3 AdamW steps over 3 tilings;
+ * Hugging Face directories both ways; a classifier built on a language model's directory;
+ * refusals. */
+#include "testutil.h"
+#include "fixture_st.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define B 4
+#define T 12
+#define STEPS 3
+
+/* Measured (2-core AMD Zen 5, worst over the cases and tilings): pooled logits rel 3.0e-7,
+ * first losses rel 8.5e-8, gradients rel 5.0e-7, the 3 steps' losses rel 9.3e-6 and the
+ * parameters after them rel 2.9e-5 (Adam divides the gradients' elements near 0 by their
+ * own size: their small differences grow; GPT-2's key bias, whose gradient is 0 up to
+ * rounding, left out). */
+#define LOGIT_TOL 3e-6
+#define LOSS_TOL 1e-6
+#define GRAD_TOL 5e-6
+#define STEP_TOL 1e-4
+#define PARAM_TOL 3e-4
+
+static nnt_ctx *ctx;
+static void setup(void)
+{
+    ctx = test_ctx();
+    test_make_tmpdir("classifier");
+}
+
+static void teardown(void)
+{
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    if (!getenv("NNT_TEST_KEEP"))
+        test_remove_tmpdir();
+}
+
+static const char *path_of(const char *name)
+{
+    return fixture_path_in("cls_tiny", name, NULL);
+}
+
+/* whole; batch tiles of 2, sequence tiles of 5 (a pooled position in the middle of a tile,
+ * a partial edge tile), heads of 3; batch tiles of 1 (chosen and rejected rows apart),
+ * sequence tiles of 3 */
+static const nnt_tiling TILINGS[3] = {
+    {sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0},
+    {sizeof(nnt_tiling), 2, 5, 8, 7, 9, 3, 0},
+    {sizeof(nnt_tiling), 1, 3, 16, 16, 10, 1, 0},
+};
+
+/* The worst relative difference of the model's parameters (value 1) or gradients (0) from
+ * the fixture's PREFIX.<name> tensors (every parameter: Hugging Face's names). */
+static double worst_against(nnt_layer *l, nnt_st_reader *r, const char *prefix, int value,
+                            char *worst, size_t wn)
+{
+    int64_t count = 0;
+    double e = 0.0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_ge(count, 10);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        char name[300];
+        snprintf(name, sizeof name, "%s.%s", prefix, p.name);
+        int64_t ng = 0, nw = 0;
+        float *want = fixture_read_n(r, name, NNT_IO_F32, &nw);
+        float *got = test_to_host(value ? p.value : p.grad, &ng);
+        ck_assert_int_eq(ng, nw);
+        double ei = test_rel_err(got, want, ng);
+        if (ei >= e) {
+            e = ei;
+            snprintf(worst, wn, "%s", p.name);
+        }
+        free(want), free(got);
+    }
+    return e;
+}
+
+static nnt_layer *load(const char *dir, int ti)
+{
+    nnt_layer *m = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(dir), B, T, &TILINGS[ti], &m));
+    return m;
+}
+
+/* The forward of rows ids with the pooled targets of labels (NULL: a reward model's) and
+ * the model's pad; its loss. */
+static double forward_pooled(nnt_layer *m, const int32_t *ids, const int32_t *labels,
+                             int32_t *targets)
+{
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_config_of(m, &cfg));
+    ck_assert_int_eq(cfg.has_pad_token, 1);
+    EXPECT_OK(nnt_model_pool_targets(ids, B, T, cfg.pad_token_id, labels, targets));
+    nnt_tensor *x = fixture_ids(ctx, B, T, ids, NULL), *y = fixture_ids(ctx, B, T, targets, NULL);
+    double loss = 0.0;
+    EXPECT_OK(nnt_layer_set_targets(m, y));
+    EXPECT_OK(nnt_layer_forward(m, x, NULL));
+    EXPECT_OK(nnt_layer_loss(m, &loss));
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    return loss;
+}
+
+static nnt_optim *adamw(nnt_layer *m)
+{
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-2, oo.beta1 = 0.9, oo.beta2 = 0.999, oo.eps = 1e-8, oo.weight_decay = 0.1;
+    oo.grad_clip = 0.0;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, m));   /* decay on the matrices, not the norms */
+    return opt;
+}
+
+/* STEPS AdamW steps on the rows: the worst relative difference of their losses from the
+ * fixture's. */
+static double train_steps(nnt_layer *m, const int32_t *ids, const int32_t *targets,
+                          const double *want)
+{
+    nnt_optim *opt = adamw(m);
+    double worst = 0.0;
+    for (int s = 0; s < STEPS; s++) {
+        double loss = fixture_train_step(ctx, m, opt, B, T, ids, targets, NULL, NULL, 1,
+                                         NULL, NULL);
+        worst = fmax(worst, fabs(loss - want[s]) / fabs(want[s]));
+    }
+    nnt_optim_destroy(opt);
+    return worst;
+}
+
+START_TEST(pool_rule)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("pool.safetensors"));
+    int64_t n = 0;
+    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, &n);
+    int32_t *want = fixture_read_n(r, "pooled", NNT_IO_I32, NULL);
+    const int64_t rows = 6, cols = n / 6;
+    int32_t labels[6] = {1, 0, 7, 2, 3, 4}, targets[6 * 7];
+    EXPECT_OK(nnt_model_pool_targets(ids, rows, cols, 3, labels, targets));
+    for (int64_t b = 0; b < rows; b++)
+        for (int64_t t = 0; t < cols; t++)
+            ck_assert_msg(targets[b * cols + t] == (t == want[b] ? labels[b] : -1),
+                          "row %lld position %lld: %d (transformers pools %d)", (long long)b,
+                          (long long)t, targets[b * cols + t], want[b]);
+    /* no pad id: the last position; no labels: 0 there */
+    EXPECT_OK(nnt_model_pool_targets(ids, rows, cols, -1, NULL, targets));
+    for (int64_t i = 0; i < rows * cols; i++)
+        ck_assert_int_eq(targets[i], i % cols == cols - 1 ? 0 : -1);
+    labels[2] = -1;
+    EXPECT_FAIL_MSG(nnt_model_pool_targets(ids, rows, cols, 3, labels, targets), NNT_E_INVAL,
+                    "nnt_model_pool_targets");
+    EXPECT_FAIL_MSG(nnt_model_pool_targets(NULL, rows, cols, 3, NULL, targets), NNT_E_INVAL,
+                    "nnt_model_pool_targets");
+    EXPECT_FAIL_MSG(nnt_model_pool_targets(ids, 0, cols, 3, NULL, targets), NNT_E_INVAL,
+                    "nnt_model_pool_targets");
+    free(ids), free(want);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* Loop index: the tiling. */
+START_TEST(llama_classifier)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("llama_cls.safetensors"));
+    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
+    int32_t *labels = fixture_read_n(r, "labels", NNT_IO_I32, NULL);
+    int32_t *pooled = fixture_read_n(r, "pooled", NNT_IO_I32, NULL);
+    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
+    double *want_loss = fixture_read_n(r, "loss", NNT_IO_F64, NULL);
+    double *want_losses = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    nnt_layer *m = load("llama_cls", _i);
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_config_of(m, &cfg));
+    ck_assert_int_eq(cfg.num_labels, 3);
+    ck_assert_int_eq(cfg.pad_token_id, 0);
+    int32_t targets[B * T];
+    EXPECT_OK(nnt_layer_zero_grad(m));
+    double loss = forward_pooled(m, ids, labels, targets);
+    for (int b = 0; b < B; b++)   /* the positions transformers pools */
+        ck_assert_int_eq(targets[b * T + pooled[b]], labels[b]);
+    float logits[B * 3];
+    EXPECT_OK(nnt_model_pooled_logits(m, logits, B * 3));
+    double el = test_rel_err(logits, want_logits, B * 3);
+    ck_assert_msg(el < LOGIT_TOL, "tiling %d: pooled logits rel %.3g", _i, el);
+    ck_assert_msg(fabs(loss - want_loss[0]) / want_loss[0] < LOSS_TOL, "tiling %d: loss %.9g, "
+                  "transformers %.9g", _i, loss, want_loss[0]);
+    EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
+    EXPECT_FAIL_MSG(nnt_model_pooled_logits(m, logits, B * 3), NNT_E_STATE,
+                    "nnt_model_pooled_logits");   /* the backward overwrote the logits */
+    char worst[300] = "";
+    double eg = worst_against(m, r, "grad", 0, worst, sizeof worst);
+    ck_assert_msg(eg < GRAD_TOL, "tiling %d: gradient of %s rel %.3g", _i, worst, eg);
+    double es = train_steps(m, ids, targets, want_losses);
+    ck_assert_msg(es < STEP_TOL, "tiling %d: step losses rel %.3g", _i, es);
+    double ep = worst_against(m, r, "final", 1, worst, sizeof worst);
+    ck_assert_msg(ep < PARAM_TOL, "tiling %d: %s after %d steps rel %.3g", _i, worst, STEPS, ep);
+    fprintf(stderr, "llama classifier tiling %d: logits %.3g loss %.3g grad %.3g steps %.3g "
+            "params %.3g\n", _i, el, fabs(loss - want_loss[0]) / want_loss[0], eg, es, ep);
+    nnt_layer_destroy(m);
+    free(ids), free(labels), free(pooled), free(want_logits), free(want_loss), free(want_losses);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* Loop index: the tiling. */
+START_TEST(reward_model)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("llama_rm.safetensors"));
+    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
+    float *want_rewards = fixture_read_n(r, "rewards", NNT_IO_F32, NULL);
+    double *want_plain = fixture_read_n(r, "loss_plain", NNT_IO_F64, NULL);
+    double *want_loss = fixture_read_n(r, "loss", NNT_IO_F64, NULL);
+    double *want_losses = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    nnt_layer *m = load("llama_rm", _i);
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_config_of(m, &cfg));
+    ck_assert_int_eq(cfg.num_labels, 1);
+    int32_t targets[B * T];
+    double plain = forward_pooled(m, ids, NULL, targets);   /* center 0: TRL's default */
+    ck_assert_msg(fabs(plain - want_plain[0]) / want_plain[0] < LOSS_TOL, "tiling %d: loss "
+                  "%.9g, TRL %.9g", _i, plain, want_plain[0]);
+    float rewards[B];
+    EXPECT_OK(nnt_model_pooled_logits(m, rewards, B));
+    double er = test_rel_err(rewards, want_rewards, B);
+    ck_assert_msg(er < LOGIT_TOL, "tiling %d: rewards rel %.3g", _i, er);
+    EXPECT_OK(nnt_layer_set_pairwise_center(m, 0.25));
+    EXPECT_OK(nnt_layer_zero_grad(m));
+    double loss = forward_pooled(m, ids, NULL, targets);
+    ck_assert_msg(fabs(loss - want_loss[0]) / want_loss[0] < LOSS_TOL, "tiling %d: loss %.9g "
+                  "with the center term, TRL %.9g", _i, loss, want_loss[0]);
+    EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
+    char worst[300] = "";
+    double eg = worst_against(m, r, "grad", 0, worst, sizeof worst);
+    ck_assert_msg(eg < GRAD_TOL, "tiling %d: gradient of %s rel %.3g", _i, worst, eg);
+    double es = train_steps(m, ids, targets, want_losses);
+    ck_assert_msg(es < STEP_TOL, "tiling %d: step losses rel %.3g", _i, es);
+    double ep = worst_against(m, r, "final", 1, worst, sizeof worst);
+    ck_assert_msg(ep < PARAM_TOL, "tiling %d: %s after %d steps rel %.3g", _i, worst, STEPS, ep);
+    fprintf(stderr, "reward model tiling %d: rewards %.3g loss %.3g grad %.3g steps %.3g "
+            "params %.3g\n", _i, er, fabs(loss - want_loss[0]) / want_loss[0], eg, es, ep);
+    nnt_layer_destroy(m);
+    free(ids), free(want_rewards), free(want_plain), free(want_loss), free(want_losses);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* fixture_compare_files without the key bias (the middle third of c_attn.bias): its
+ * gradient is mathematically 0 and its updates Adam-normalised noise on both sides (as in
+ * tests/test_gpt2.c). */
+static double compare_but_key_bias(const char *got_path, const char *want_path, char *worst,
+                                   size_t wn)
+{
+    nnt_st_reader *got = fixture_open_st_path(got_path), *want = fixture_open_st_path(want_path);
+    double e = 0.0;
+    ck_assert_int_eq(nnt_st_count(got), nnt_st_count(want));
+    for (size_t i = 0; i < nnt_st_count(want); i++) {
+        const char *name = nnt_st_entry_at(want, i)->name;
+        int64_t n = 0, ng = 0;
+        float *a = fixture_read_n(got, name, NNT_IO_F32, &ng);
+        float *b = fixture_read_n(want, name, NNT_IO_F32, &n);
+        ck_assert_int_eq(n, ng);
+        const char *suffix = "attn.c_attn.bias";
+        size_t len = strlen(name);
+        if (len > strlen(suffix) && strcmp(name + len - strlen(suffix), suffix) == 0)
+            for (int64_t k = n / 3; k < 2 * n / 3; k++)
+                a[k] = b[k] = 0.0f;
+        double ei = test_rel_err(a, b, n);
+        if (ei >= e) {
+            e = ei;
+            snprintf(worst, wn, "%s", name);
+        }
+        free(a), free(b);
+    }
+    nnt_st_close(got);
+    nnt_st_close(want);
+    return e;
+}
+
+/* Loop index: the tiling. GPT-2's classifier class, its parameters compared through the
+ * directory nnt saves after the steps. */
+START_TEST(gpt2_classifier)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("gpt2_cls.safetensors"));
+    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
+    int32_t *labels = fixture_read_n(r, "labels", NNT_IO_I32, NULL);
+    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
+    double *want_loss = fixture_read_n(r, "loss", NNT_IO_F64, NULL);
+    double *want_losses = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    nnt_layer *m = load("gpt2_cls", _i);
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_config_of(m, &cfg));
+    ck_assert_int_eq(cfg.family, NNT_FAMILY_GPT2);
+    ck_assert_int_eq(cfg.num_labels, 2);
+    ck_assert_int_eq(cfg.pad_token_id, 5);
+    int32_t targets[B * T];
+    double loss = forward_pooled(m, ids, labels, targets);
+    float logits[B * 2];
+    EXPECT_OK(nnt_model_pooled_logits(m, logits, B * 2));
+    double el = test_rel_err(logits, want_logits, B * 2);
+    ck_assert_msg(el < LOGIT_TOL, "tiling %d: pooled logits rel %.3g", _i, el);
+    ck_assert_msg(fabs(loss - want_loss[0]) / want_loss[0] < LOSS_TOL, "tiling %d: loss %.9g, "
+                  "transformers %.9g", _i, loss, want_loss[0]);
+    double es = train_steps(m, ids, targets, want_losses);
+    ck_assert_msg(es < STEP_TOL, "tiling %d: step losses rel %.3g", _i, es);
+    const char *dir = test_tmp_path("gpt2_cls_saved");
+    EXPECT_OK(nnt_model_save_hf(m, dir));
+    char saved[800], worst[300] = "";
+    snprintf(saved, sizeof saved, "%s/model.safetensors", dir);
+    double ep = compare_but_key_bias(saved, path_of("gpt2_cls_final.safetensors"), worst,
+                                     sizeof worst);
+    ck_assert_msg(ep < PARAM_TOL, "tiling %d: %s after %d steps rel %.3g", _i, worst, STEPS, ep);
+    nnt_model_config back;
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &back));
+    ck_assert_int_eq(back.num_labels, 2);
+    ck_assert_int_eq(back.has_pad_token, 1);
+    ck_assert_int_eq(back.pad_token_id, 5);
+    fprintf(stderr, "gpt2 classifier tiling %d (%s): logits %.3g loss %.3g steps %.3g params %.3g\n",
+            _i, worst, el, fabs(loss - want_loss[0]) / want_loss[0], es, ep);
+    nnt_layer_destroy(m);
+    free(ids), free(labels), free(want_logits), free(want_loss), free(want_losses);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* config.json's text of a saved directory */
+static char *config_text(const char *dir)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Saved and loaded back: the same configuration and parameters, bit for bit; the config
+ * names transformers' classifier class, its labels and pad id. */
+START_TEST(save_load_round_trip)
+{
+    static const char *const dirs[] = {"llama_cls", "llama_rm"};
+    static const char *const arch[] = {"\"LlamaForSequenceClassification\"",
+                                       "\"LlamaForSequenceClassification\""};
+    for (int k = 0; k < 2; k++) {
+        nnt_layer *m = load(dirs[k], 1), *back = NULL;
+        const char *dir = test_tmp_path(dirs[k]);
+        EXPECT_OK(nnt_model_save_hf(m, dir));
+        const char *text = config_text(dir);
+        ck_assert_msg(strstr(text, arch[k]) != NULL, "%s", text);
+        ck_assert_msg(strstr(text, "\"pad_token_id\": 0") != NULL, "%s", text);
+        ck_assert_msg(strstr(text, k ? "\"id2label\": {\"0\": \"LABEL_0\"}"
+                                     : "\"2\": \"LABEL_2\"") != NULL, "%s", text);
+        EXPECT_OK(nnt_model_load_hf(ctx, dir, B, T, NULL, &back));
+        nnt_model_config a, b;
+        EXPECT_OK(nnt_model_config_of(m, &a));
+        EXPECT_OK(nnt_model_config_of(back, &b));
+        ck_assert_int_eq(a.num_labels, b.num_labels);
+        ck_assert_int_eq(b.has_pad_token, 1);
+        ck_assert_int_eq(a.pad_token_id, b.pad_token_id);
+        int64_t count = 0, count2 = 0;
+        EXPECT_OK(nnt_layer_num_params(m, &count, NULL));
+        EXPECT_OK(nnt_layer_num_params(back, &count2, NULL));
+        ck_assert_int_eq(count, count2);
+        for (int64_t i = 0; i < count; i++) {
+            nnt_param_info p = test_param_at(m, i), q = test_param_at(back, i);
+            ck_assert_str_eq(p.name, q.name);
+            int64_t n = 0;
+            float *x = test_to_host(p.value, &n), *y = test_to_host(q.value, NULL);
+            ck_assert_msg(memcmp(x, y, (size_t)n * sizeof *x) == 0, "%s changed", p.name);
+            free(x), free(y);
+        }
+        nnt_layer_destroy(back);
+        nnt_layer_destroy(m);
+    }
+}
+END_TEST
+
+/* A classifier on a language model's directory (transformers'
+ * AutoModelForSequenceClassification.from_pretrained of a causal model): every parameter
+ * but the head is the file's, the head keeps its initialisation, the file's lm_head is not
+ * read. */
+START_TEST(classifier_from_language_model)
+{
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("llama_lm"), &cfg));
+    ck_assert_int_eq(cfg.num_labels, 0);
+    cfg.num_labels = 3;
+    nnt_layer *m = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &cfg, B, T, NULL, &m));
+    int64_t count = 0, score = -1;
+    EXPECT_OK(nnt_layer_num_params(m, &count, NULL));
+    for (int64_t i = 0; i < count; i++)
+        if (strcmp(test_param_at(m, i).name, "score.weight") == 0)
+            score = i;
+    ck_assert_int_eq(score, count - 1);
+    int64_t n = 0;
+    float *init = test_to_host(test_param_at(m, score).value, &n);
+    ck_assert_int_eq(n, 3 * 32);
+    EXPECT_OK(nnt_model_read_hf(m, path_of("llama_lm")));
+    char file[4300];
+    snprintf(file, sizeof file, "%s/model.safetensors", path_of("llama_lm"));
+    nnt_st_reader *r = fixture_open_st_path(file);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(m, i);
+        float *got = test_to_host(p.value, &n);
+        if (i == score) {
+            ck_assert_msg(memcmp(got, init, (size_t)n * sizeof *got) == 0, "score changed");
+        } else {
+            int64_t nw = 0;
+            float *want = fixture_read_n(r, p.name, NNT_IO_F32, &nw);
+            ck_assert_int_eq(n, nw);
+            ck_assert_msg(memcmp(got, want, (size_t)n * sizeof *got) == 0, "%s", p.name);
+            free(want);
+        }
+        free(got);
+    }
+    nnt_st_close(r);
+    /* a classifier's directory is no language model's, nor one of other labels */
+    nnt_layer *lm = NULL;
+    cfg.num_labels = 0;
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("llama_cls"), &cfg));
+    cfg.num_labels = 0;
+    EXPECT_OK(nnt_model_create(ctx, &cfg, B, T, NULL, &lm));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(lm, path_of("llama_cls")), NNT_E_SHAPE, "num_labels");
+    EXPECT_FAIL_MSG(nnt_model_read_hf(m, path_of("llama_rm")), NNT_E_SHAPE, "num_labels");
+    nnt_layer_destroy(lm);
+    free(init);
+    nnt_layer_destroy(m);
+}
+END_TEST
+
+START_TEST(refusals)
+{
+    nnt_layer *m = load("llama_rm", 0), *c = load("llama_cls", 0);
+    int32_t prompt[2] = {1, 2}, out[4];
+    EXPECT_FAIL_MSG(nnt_model_generate(c, prompt, 2, 2, NULL, out), NNT_E_INVAL,
+                    "classifier");
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    EXPECT_FAIL_MSG(nnt_model_lora_add(c, &lo), NNT_E_UNSUPPORTED, "nnt_model_lora_add");
+    float buf[B * 3];
+    EXPECT_FAIL_MSG(nnt_model_pooled_logits(c, buf, B * 3), NNT_E_STATE,
+                    "nnt_model_pooled_logits");
+    EXPECT_FAIL_MSG(nnt_layer_set_pairwise_center(c, 0.1), NNT_E_INVAL,
+                    "nnt_layer_set_pairwise_center");
+    EXPECT_FAIL_MSG(nnt_layer_set_pairwise_center(m, -1.0), NNT_E_INVAL,
+                    "nnt_layer_set_pairwise_center");
+    EXPECT_FAIL_MSG(nnt_layer_set_pairwise_center(m, NAN), NNT_E_INVAL,
+                    "nnt_layer_set_pairwise_center");
+
+    /* a reward model's targets pool one position a row */
+    int32_t ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++)
+        ids[i] = 1 + i % 60;
+    EXPECT_OK(nnt_model_pool_targets(ids, B, T, -1, NULL, targets));
+    targets[T + 3] = 0;   /* row 1: two */
+    nnt_tensor *x = fixture_ids(ctx, B, T, ids, NULL), *y = fixture_ids(ctx, B, T, targets, NULL);
+    EXPECT_OK(nnt_layer_set_targets(m, y));
+    EXPECT_FAIL_MSG(nnt_layer_forward(m, x, NULL), NNT_E_INVAL, "row 1");
+    targets[T + 3] = -1, targets[2 * T - 1] = -1;   /* row 1: none */
+    nnt_tensor_destroy(y);
+    y = fixture_ids(ctx, B, T, targets, NULL);
+    EXPECT_OK(nnt_layer_set_targets(m, y));
+    EXPECT_FAIL_MSG(nnt_layer_forward(m, x, NULL), NNT_E_INVAL, "row 1");
+    /* a label out of range for a classifier */
+    int32_t labels[B] = {0, 1, 3, 2};
+    EXPECT_OK(nnt_model_pool_targets(ids, B, T, -1, labels, targets));
+    nnt_tensor_destroy(y);
+    y = fixture_ids(ctx, B, T, targets, NULL);
+    EXPECT_OK(nnt_layer_set_targets(c, y));
+    EXPECT_FAIL_MSG(nnt_layer_forward(c, x, NULL), NNT_E_INVAL, "outside [0, 3)");
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(m);
+    nnt_layer_destroy(c);
+
+    /* pairs: an odd B */
+    nnt_layer *odd = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama_rm"), 3, T, NULL, &odd));
+    EXPECT_OK(nnt_model_pool_targets(ids, 3, T, -1, NULL, targets));
+    x = fixture_ids(ctx, 3, T, ids, NULL), y = fixture_ids(ctx, 3, T, targets, NULL);
+    EXPECT_OK(nnt_layer_set_targets(odd, y));
+    EXPECT_FAIL_MSG(nnt_layer_forward(odd, x, NULL), NNT_E_SHAPE, "B is 3");
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(odd);
+
+    /* configurations */
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &cfg));
+    cfg.num_labels = -1;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &cfg, B, T, NULL, &m), NNT_E_INVAL, "num_labels");
+    cfg.num_labels = 2, cfg.has_pad_token = 1, cfg.pad_token_id = -3;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &cfg, B, T, NULL, &m), NNT_E_INVAL, "pad_token_id");
+    EXPECT_FAIL_MSG(nnt_layer_pairwise_create(ctx, -1, -0.5, &m), NNT_E_INVAL,
+                    "nnt_layer_pairwise_create");
+    /* transformers has no Granite classifier */
+    EXPECT_OK(nnt_model_preset("llama-tiny", &cfg));
+    cfg.family = NNT_FAMILY_GRANITE, cfg.num_labels = 2;
+    EXPECT_OK(nnt_model_create(ctx, &cfg, 2, T, NULL, &m));
+    EXPECT_FAIL_MSG(nnt_model_save_hf(m, test_tmp_path("granite_cls")), NNT_E_UNSUPPORTED,
+                    "GraniteForCausalLM");
+    nnt_layer_destroy(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("classifier");
+    TCase *tc = tcase_create("classifier");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, pool_rule);
+    tcase_add_loop_test(tc, llama_classifier, 0, 3);
+    tcase_add_loop_test(tc, reward_model, 0, 3);
+    tcase_add_loop_test(tc, gpt2_classifier, 0, 3);
+    tcase_add_test(tc, save_load_round_trip);
+    tcase_add_test(tc, classifier_from_language_model);
+    tcase_add_test(tc, refusals);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
