@@ -1948,9 +1948,12 @@ typedef struct nnt_trainer_report {
     /* new in 0.3 (read them only when size covers them) */
     double dpo_accuracy;         /* DPO step / validation: the share of pairs whose chosen
                                     reward beta (pi_c - ref_c) beats the rejected one's (TRL's
-                                    rewards/accuracies); 0 otherwise                         */
+                                    rewards/accuracies); a reward model's: the share whose
+                                    chosen score is higher (RewardTrainer's accuracy); 0
+                                    otherwise                                                */
     double dpo_margin;           /* DPO: the mean of the chosen reward minus the rejected one
-                                    (TRL's rewards/margins); 0 otherwise                      */
+                                    (TRL's rewards/margins); a reward model's: of the chosen
+                                    score minus the rejected one (its margin); 0 otherwise   */
 } nnt_trainer_report;
 
 /* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */
@@ -2021,6 +2024,10 @@ typedef struct nnt_trainer_options {
                                     micro-batch); the reference is the model before its first
                                     update (nnt_trainer_create(3)); 0: the cross-entropy      */
     int dpo_loss;                /* with dpo_beta: nnt_dpo_loss, TRL's loss_type               */
+    double reward_center;        /* a reward model's (a model of num_labels 1: trained on pairs
+                                    of rows as DPO reads them, TRL's RewardTrainer loss): the
+                                    weight of the mean of (r_c + r_r)^2 in its loss (TRL's
+                                    center_rewards_coefficient); 0: none                     */
 } nnt_trainer_options;
 
 /* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
@@ -2035,7 +2042,7 @@ typedef enum nnt_dpo_loss {
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
       NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
-      NNT_DPO_SIGMOID }
+      NNT_DPO_SIGMOID, 0.0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {
@@ -2195,11 +2202,19 @@ typedef struct nnt_run_config {
                                      NNT_FREEZE_NF4 keeps the frozen matrices in NF4
                                      (QLoRA: a Hugging Face source's read into NF4 directly,
                                      never whole in fp32), NNT_FREEZE_KEEP_FP32              */
+    int64_t num_labels;           /* > 0: the model a classifier of this many labels (1: a
+                                     reward model, trained on pairs); a language model's
+                                     Hugging Face directory then gives every weight but its
+                                     head (transformers' AutoModelForSequenceClassification:
+                                     the score initialised from the seed); 0: the source's or
+                                     configuration's own                                     */
+    int64_t pad_token_id;         /* >= 0: a classifier's pad id (TRL sets the tokenizer's:
+                                     pad_token, else eos_token; nnt_sft_pad_id); -1: its own  */
 } nnt_run_config;
 
 #define NNT_RUN_CONFIG_INIT \
     { sizeof(nnt_run_config), NULL, NULL, NULL, 0, NNT_PRECISION_FP32, NNT_TOKENIZER_AUTO, \
-      NULL, NULL, NULL, NULL, NNT_DATA_AUTO, NULL, 0.0, 0, NULL, NULL, NULL, NULL, 0 }
+      NULL, NULL, NULL, NULL, NNT_DATA_AUTO, NULL, 0.0, 0, NULL, NULL, NULL, NULL, 0, 0, -1 }
 
 /* A trainer of the run run describes, owning what it builds: the context's precision, the
  * tokenizer, the model (nnt_model_open for batch x seq with the tiling's overrides,

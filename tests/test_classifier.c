@@ -513,6 +513,145 @@ START_TEST(refusals)
 }
 END_TEST
 
+
+typedef struct rm_log {
+    double loss[STEPS + 1], accuracy[STEPS + 1], margin[STEPS + 1], val_loss;
+} rm_log;
+
+static int on_report(const nnt_trainer_report *r, void *user)
+{
+    rm_log *l = user;
+    if (r->event == NNT_TRAINER_STEP && r->step >= 1 && r->step <= STEPS) {
+        l->loss[r->step] = r->loss;
+        l->accuracy[r->step] = r->dpo_accuracy;
+        l->margin[r->step] = r->dpo_margin;
+    }
+    if (r->event == NNT_TRAINER_VALIDATION)
+        l->val_loss = r->loss;
+    return 0;
+}
+
+/* Loop index: the tiling. nnt_trainer on a reward model: the fixture's pairs written as the
+ * rows of a token file (twice: the training pairs, then the same as held-out pairs), 3 steps
+ * with reward_center 0.25: TRL's losses, the first step's accuracy and margin from the
+ * rewards; B 2 with accum 2 the same steps; the held-out loss the last weights'. */
+START_TEST(reward_trainer)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("llama_rm.safetensors"));
+    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
+    float *rewards = fixture_read_n(r, "rewards", NNT_IO_F32, NULL);
+    double *want = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    const char *path = test_tmp_path("pairs.bin");
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1, wo.block = T, wo.pad = 0;
+    nnt_token_writer *w = NULL;
+    uint8_t counts[B * T];
+    for (int i = 0; i < B * T; i++)
+        counts[i] = ids[i] != 0;   /* (the mask is not read: the score is pooled) */
+    EXPECT_OK(nnt_token_writer_open(NULL, path, &wo, &w));
+    for (int k = 0; k < 2; k++)
+        EXPECT_OK(nnt_token_writer_write_masked(w, (const int32_t *)ids, counts, B * T));
+    EXPECT_OK(nnt_token_writer_close(w));
+    double accuracy = 0.0, margin = 0.0;
+    for (int p = 0; p < B / 2; p++) {
+        accuracy += (rewards[2 * p] > rewards[2 * p + 1]) / (double)(B / 2);
+        margin += (rewards[2 * p] - rewards[2 * p + 1]) / (double)(B / 2);
+    }
+    for (int split = 0; split < 2; split++) {   /* B 4; B 2 with accum 2 */
+        int64_t b = split ? 2 : B;
+        nnt_tiling t = TILINGS[_i];
+        t.batch = t.batch && t.batch <= b ? t.batch : b;
+        nnt_layer *m = NULL;
+        EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama_rm"), b, T, &t, &m));
+        nnt_optim *opt = adamw(m);
+        nnt_data *data = NULL;
+        EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &data));
+        rm_log log;
+        memset(&log, 0, sizeof log);
+        nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+        to.batch = b, to.seq = T, to.accum = split ? 2 : 1, to.steps = STEPS, to.seed = 1;
+        to.reward_center = 0.25, to.train_tokens = B * T;
+        to.val_start = B * T, to.val_len = B * T, to.val_batches = split ? 2 : 1;
+        to.update_in_backward = 0;
+        to.callback = on_report, to.user = &log;
+        nnt_trainer *tr = NULL;
+        EXPECT_OK(nnt_trainer_create(m, opt, data, &to, &tr));
+        EXPECT_OK(nnt_trainer_run(tr, STEPS));
+        double worst = 0.0;
+        for (int st = 1; st <= STEPS; st++)
+            worst = fmax(worst, fabs(log.loss[st] - want[st - 1]) / want[st - 1]);
+        ck_assert_msg(worst < STEP_TOL, "tiling %d, B %lld: step losses rel %.3g", _i,
+                      (long long)b, worst);
+        ck_assert_msg(fabs(log.accuracy[1] - accuracy) < 1e-12, "accuracy %g, want %g",
+                      log.accuracy[1], accuracy);
+        ck_assert_msg(fabs(log.margin[1] - margin) < 2e-7,   /* measured 1.7e-8 */
+                      "margin %.9g, want %.9g", log.margin[1], margin);
+        /* the held-out pairs are the training ones, after the steps */
+        ck_assert_msg(log.val_loss > 0 && log.val_loss < want[STEPS - 1], "held-out loss %g "
+                      "after the steps (the last step's %g before its update)", log.val_loss,
+                      want[STEPS - 1]);
+        fprintf(stderr, "reward trainer tiling %d B %lld: steps %.3g margin %.9g/%.9g\n", _i,
+                (long long)b, worst, log.margin[1], margin);
+        nnt_trainer_destroy(tr);
+        nnt_data_close(data);
+        nnt_optim_destroy(opt);
+        nnt_layer_destroy(m);
+    }
+    free(ids), free(rewards), free(want);
+    nnt_st_close(r);
+}
+END_TEST
+
+START_TEST(reward_trainer_refusals)
+{
+    nnt_layer *m = load("llama_rm", 0);
+    nnt_optim *opt = adamw(m);
+    nnt_data *data = NULL;
+    const char *path = test_tmp_path("rows.bin");
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1, wo.block = T;
+    nnt_token_writer *w = NULL;
+    int32_t ids[3 * T];
+    uint8_t counts[3 * T];
+    for (int i = 0; i < 3 * T; i++)
+        ids[i] = 1 + i % 50, counts[i] = 1;
+    EXPECT_OK(nnt_token_writer_open(NULL, path, &wo, &w));
+    EXPECT_OK(nnt_token_writer_write_masked(w, ids, counts, 3 * T));
+    EXPECT_OK(nnt_token_writer_close(w));
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &data));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = B, to.seq = T, to.steps = 1;
+    nnt_trainer *tr = NULL;
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_INVAL,
+                    "an even number");   /* 3 rows */
+    to.dpo_beta = 0.1;
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_INVAL,
+                    "not a reward model");
+    to.dpo_beta = 0, to.reward_center = -1;
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_INVAL, "reward_center");
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(m);
+    /* a language model takes no reward_center; a reward model without a pad id is refused */
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("llama_lm"), &cfg));
+    EXPECT_OK(nnt_model_create(ctx, &cfg, B, T, NULL, &m));
+    opt = adamw(m);
+    to.reward_center = 0.5;
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_INVAL,
+                    "for reward models");
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(m);
+    cfg.num_labels = 1;
+    EXPECT_OK(nnt_model_create(ctx, &cfg, B, T, NULL, &m));
+    opt = adamw(m);
+    to.reward_center = 0;
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_INVAL, "pad id");
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(m);
+    nnt_data_close(data);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("classifier");
@@ -526,6 +665,8 @@ int main(void)
     tcase_add_test(tc, save_load_round_trip);
     tcase_add_test(tc, classifier_from_language_model);
     tcase_add_test(tc, refusals);
+    tcase_add_loop_test(tc, reward_trainer, 0, 3);
+    tcase_add_test(tc, reward_trainer_refusals);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -21,7 +21,13 @@
  *
  * The reference log-likelihoods (2 a pair, training and held-out pairs) are recorded in the
  * trainer's checkpoints ("dpo_reference": each double's bits in hex), so that a resumed run
- * continues against the same reference. */
+ * continues against the same reference.
+ *
+ * A reward model (a model of num_labels 1: a score a token, nnt_layer_pairwise_create's loss)
+ * reads the same pairs, as TRL's RewardTrainer trains it: each row's score at its pooled
+ * position (nnt_model_pool_targets with the model's pad id), the loss the model's own (the
+ * mean over the micro-batch's pairs of -log sigmoid(r_c - r_r), plus reward_center times the
+ * mean of (r_c + r_r)^2); no reference. */
 #include "trainer_impl.h"
 
 #include <math.h>
@@ -44,6 +50,9 @@ struct nnt_dpo {
     double *logp;                  /* (B) its rows' log-likelihoods                         */
     int64_t *counted;              /* (B) its rows' counted targets                          */
     const double **pair_ref;       /* (B / 2) its pairs' reference rows                     */
+    int reward;                    /* a reward model's pairs (no reference)                   */
+    int64_t pad;                   /* its pad id (nnt_model_pool_targets; -1: none)          */
+    float *scores;                 /* (B) a micro-batch's pooled scores                       */
 };
 
 /* The sums of a micro-batch's pairs (or a validation's). */
@@ -65,7 +74,7 @@ void nnt_dpo_free(nnt_trainer *tr)
         return;
     free(d->ref), free(d->losses), free(d->weights), free(d->inputs), free(d->targets);
     free(d->row), free(d->mask), free(d->pairs), free(d->logp), free((void *)d->pair_ref);
-    free(d->counted);
+    free(d->counted), free(d->scores);
     free(d);
     tr->dpo = NULL;
 }
@@ -74,16 +83,34 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
 {
     const nnt_trainer_options *o = &tr->o;
     int64_t B = o->batch, T = o->seq;
-    if (o->dpo_beta == 0)   /* (its range checked with the other options) */
+    nnt_model_config mc;
+    int reward = nnt_model_config_of(tr->model, &mc) == 0 && mc.num_labels == 1;
+    if (o->reward_center > 0 && !reward)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: reward_center %g is for reward models (a "
+                        "model of num_labels 1)", fn, o->reward_center);
+    if (reward && o->dpo_beta > 0)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) trains a language model, "
+                        "not a reward model (num_labels 1)", fn, o->dpo_beta);
+    if (o->dpo_beta == 0 && !reward)   /* (its range checked with the other options) */
         return NNT_OK;
+    const char *what_run = reward ? "a reward model" : "DPO";
     if (B % 2)
-        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) takes pairs: the batch "
-                        "must be even, not %lld", fn, o->dpo_beta, (long long)B);
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s takes pairs: the batch must be even, "
+                        "not %lld", fn, what_run, (long long)B);
+    if (reward && !mc.has_pad_token)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: a reward model pools each row at its last "
+                        "token that is not padding: its configuration needs the pad id "
+                        "(pad_token_id; TRL's: the tokenizer's pad_token, else eos_token)", fn);
+    if (reward)
+        NNT_TRY(nnt_layer_set_pairwise_center(tr->model, o->reward_center));
     nnt_dpo *d = calloc(1, sizeof *d);
     if (!d)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     tr->dpo = d;
     d->per_batch = B / 2;
+    d->reward = reward;
+    d->ref_ready = reward;   /* no reference */
+    d->pad = reward && mc.has_pad_token ? mc.pad_token_id : -1;
     nnt_data *sources[2] = {tr->data, o->val_batches > 0 ? (o->val_data ? o->val_data : tr->data)
                                                          : NULL};
     const char *what[2] = {"training data", "held-out data"};
@@ -94,16 +121,16 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
         nnt_data_info di = NNT_DATA_INFO_INIT;
         NNT_TRY(nnt_data_info_get(sources[k], &di));
         if (di.block != T || !di.masked || di.starts)
-            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO reads pairs of rows of T = %lld "
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s reads pairs of rows of T = %lld "
                             "tokens with a loss mask, one example a row (nnt-tokenize "
-                            "--preference --seq %lld); the %s %s", fn, (long long)T,
+                            "--preference --seq %lld); the %s %s", fn, what_run, (long long)T,
                             (long long)T, what[k], di.starts ? "packs several examples a row"
                             : di.block ? "has rows of another length" : "is not in rows");
         int64_t rows = len[k] / T;
         if (rows < 2 || rows % 2)
-            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO reads pairs of rows (chosen, "
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s reads pairs of rows (chosen, "
                             "rejected); the %s has %lld rows of %lld tokens: an even number "
-                            "(at least 2) is needed", fn, what[k], (long long)rows,
+                            "(at least 2) is needed", fn, what_run, what[k], (long long)rows,
                             (long long)T);
         if (k == 0)
             d->npairs = (uint64_t)rows / 2;
@@ -122,8 +149,9 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->logp = malloc((size_t)B * sizeof *d->logp);
     d->pair_ref = malloc((size_t)d->per_batch * sizeof *d->pair_ref);
     d->counted = malloc((size_t)B * sizeof *d->counted);
+    d->scores = malloc((size_t)B * sizeof *d->scores);
     if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
-        !d->mask || !d->pairs || !d->logp || !d->pair_ref || !d->counted)
+        !d->mask || !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
     return NNT_OK;
 }
@@ -170,6 +198,9 @@ static int load_pairs(nnt_trainer *tr, nnt_data *data, int64_t first, uint64_t n
             NNT_TRY(load_row(tr, data, first, (int64_t)(2 * pairs[j]) + side, 2 * j + side));
     }
     size_t bytes = (size_t)(tr->o.batch * tr->o.seq) * sizeof(int32_t);
+    if (d->reward)   /* each row's score at its pooled position */
+        NNT_TRY(nnt_model_pool_targets(d->inputs, tr->o.batch, tr->o.seq, d->pad, NULL,
+                                       d->targets));
     NNT_TRY(nnt_layer_set_positions(tr->model, NULL));
     NNT_TRY(nnt_tensor_copy_from_host(tr->tokens, d->inputs, bytes));
     return nnt_tensor_copy_from_host(tr->targets, d->targets, bytes);
@@ -294,11 +325,37 @@ int nnt_dpo_reference(nnt_trainer *tr)
     return NNT_OK;
 }
 
+/* A reward model's forward of the loaded micro-batch: its loss (the mean over its pairs)
+ * and the pairs' accuracy and margin into s. */
+static int reward_forward(nnt_trainer *tr, dpo_sums *s)
+{
+    nnt_dpo *d = tr->dpo;
+    double loss = 0.0;
+    NNT_TRY(nnt_layer_set_targets(tr->model, tr->targets));
+    NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
+    NNT_TRY(nnt_layer_loss(tr->model, &loss));
+    NNT_TRY(nnt_model_pooled_logits(tr->model, d->scores, tr->o.batch));
+    s->loss += loss * (double)d->per_batch;
+    for (int64_t j = 0; j < d->per_batch; j++) {
+        double chosen = d->scores[2 * j], rejected = d->scores[2 * j + 1];
+        s->correct += chosen > rejected;
+        s->margin += chosen - rejected;
+    }
+    s->pairs += d->per_batch;
+    return NNT_OK;
+}
+
 /* One micro-batch of training pairs from position pos: forward, weights, backward. */
 static int micro_batch(nnt_trainer *tr, uint64_t pos, int last, dpo_sums *s)
 {
     nnt_dpo *d = tr->dpo;
     NNT_TRY(load_pairs(tr, tr->data, 0, d->npairs, pos, tr->o.shuffle, d->pairs));
+    if (d->reward) {
+        NNT_TRY(reward_forward(tr, s));
+        if (last && nnt_trainer_updates_in_backward(tr))
+            NNT_TRY(nnt_optim_update_in_backward(tr->opt));
+        return nnt_layer_backward(tr->model, NULL, NULL);
+    }
     NNT_TRY(forward_logps(tr, d->logp));
     for (int64_t j = 0; j < d->per_batch; j++)
         d->pair_ref[j] = d->ref + 2 * d->pairs[j];
@@ -348,6 +405,10 @@ int nnt_dpo_validate(nnt_trainer *tr, nnt_trainer_report *r)
     for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
         uint64_t i = (uint64_t)(k * d->per_batch);
         rc = load_pairs(tr, val, o->val_start, (uint64_t)d->val_pairs, i, 0, d->pairs);
+        if (rc == 0 && d->reward) {
+            rc = reward_forward(tr, &s);
+            continue;
+        }
         if (rc == 0)
             rc = forward_logps(tr, d->logp);
         for (int64_t j = 0; rc == 0 && j < d->per_batch; j++)
@@ -369,6 +430,12 @@ int nnt_dpo_members(const nnt_trainer *tr, char **out)
     const nnt_dpo *d = tr->dpo;
     if (!d)
         return NNT_OK;
+    if (d->reward) {
+        char buf[64];
+        snprintf(buf, sizeof buf, ", \"reward_center\": %.17g", tr->o.reward_center);
+        return (*out = strdup(buf)) ? NNT_OK
+                                    : nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: out of memory");
+    }
     size_t nref = d->ref_ready ? 2 * ((size_t)d->npairs + (size_t)d->val_pairs) : 0;
     size_t cap = 128 + 16 * nref;
     char *s = malloc(cap);
@@ -399,7 +466,7 @@ static int hex_value(char c)
 int nnt_dpo_resume(nnt_trainer *tr, const char *fn, const char *path, const char *options)
 {
     nnt_dpo *d = tr->dpo;
-    if (!d || !options)
+    if (!d || d->reward || !options)
         return NNT_OK;
     size_t cap = strlen(options) + 1;
     char *hex = malloc(cap);

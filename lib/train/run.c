@@ -146,6 +146,22 @@ static int open_model(run_parts *p)
         return field_fail(p, "model_source", rc);
     if (!p->cfg.vocab)   /* the tokenizer's vocabulary */
         NNT_TRY(nnt_tokenizer_vocab_size(p->tok, &p->cfg.vocab));
+    /* a classifier of the source's weights: made in its configuration, then read */
+    int relabel = r->num_labels > 0 && r->num_labels != p->cfg.num_labels;
+    int repad = r->pad_token_id >= 0 && (!p->cfg.has_pad_token ||
+                                         p->cfg.pad_token_id != r->pad_token_id);
+    if (r->num_labels < 0 || r->pad_token_id < -1)
+        return nnt_fail(p->ctx, NNT_E_INVAL, "num_labels %lld (>= 0), pad_token_id %lld (>= "
+                        "-1)", (long long)r->num_labels, (long long)r->pad_token_id);
+    if (relabel)
+        p->cfg.num_labels = r->num_labels;
+    if (repad)
+        p->cfg.has_pad_token = 1, p->cfg.pad_token_id = r->pad_token_id;
+    int hf = nnt_model_source_is_hf(r->model_source);
+    if ((relabel || repad) && r->model_source && !hf && !nnt_model_source_is_fresh(r->model_source))
+        return nnt_fail(p->ctx, NNT_E_INVAL, "num_labels, pad_token_id: %s is no Hugging Face "
+                        "directory or preset: its model is not made a classifier",
+                        r->model_source);
     if ((rc = nnt_model_tiling(p->ctx, &p->cfg, o->batch, o->seq, r->tiling, &p->tiling)))
         return field_fail(p, "tiling", rc);
     /* Fine-tuning a fresh model, or a Hugging Face one in bf16: built with its parameters
@@ -155,9 +171,12 @@ static int open_model(run_parts *p)
      * 32 GB); else loaded, or (source NULL) created from the seed */
     int tunes = r->lora || (r->freeze && *r->freeze) || (r->load_peft && r->freeze_mode);
     int narrows = r->precision == NNT_PRECISION_BF16 || r->freeze_mode == NNT_FREEZE_NF4;
-    int read_late = tunes && narrows && nnt_model_source_is_hf(r->model_source);
+    int read_late = (tunes && narrows && hf) || (hf && (relabel || repad));
     int init_late = tunes && nnt_model_source_is_fresh(r->model_source);
-    if (read_late || init_late)
+    if (hf && (relabel || repad))   /* the head transformers initialises: from the seed */
+        rc = nnt_model_build_init(p->ctx, "nnt_model_create", &p->cfg, o->batch, o->seq,
+                                  &p->tiling, o->seed, &p->model);
+    else if (read_late || init_late)
         rc = nnt_model_build_uninit(p->ctx, "nnt_model_create", &p->cfg, o->batch, o->seq,
                                     &p->tiling, &p->model);
     else
@@ -232,7 +251,8 @@ static int open_validation(run_parts *p, int64_t held_out)
         p->val_start = p->train_tokens, p->val_len = held_out;
     }
     /* (DPO reads whole rows, B T tokens a batch; the others windows of B T + 1) */
-    int64_t fit = p->o.dpo_beta > 0 ? p->val_len / bt : p->val_len > bt ? (p->val_len - 1) / bt : 0;
+    int pairs = p->o.dpo_beta > 0 || p->cfg.num_labels == 1;   /* DPO, a reward model */
+    int64_t fit = pairs ? p->val_len / bt : p->val_len > bt ? (p->val_len - 1) / bt : 0;
     if ((r->val_data || held_out) && fit == 0)
         return nnt_fail(p->ctx, NNT_E_INVAL, "%s: %s holds %lld tokens, fewer than one batch of "
                         "B x T + 1 = %lld: %s, or smaller batches", r->val_data ? "val_data"
@@ -274,7 +294,7 @@ static int open_tokens(run_parts *p)
     held_out = (int64_t)((double)n * r->val_split);
     nnt_data_info di = NNT_DATA_INFO_INIT;   /* rows of whole examples: split on a row */
     if (nnt_data_info_get(p->data, &di) == 0 && di.block > 0)   /* DPO: on a pair of rows */
-        held_out -= held_out % (di.block * (p->o.dpo_beta > 0 ? 2 : 1));
+        held_out -= held_out % (di.block * (p->o.dpo_beta > 0 || p->cfg.num_labels == 1 ? 2 : 1));
     p->train_tokens = n - held_out;
     if (p->train_tokens < 2)
         return nnt_fail(p->ctx, NNT_E_INVAL, "data: %s: %lld tokens%s, at least 2 are needed",

@@ -65,7 +65,7 @@ static void free_strings(nnt_trainer_options *o)
 }
 
 static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options *o,
-                         const nnt_data *data)
+                         const nnt_data *data, int pairs)
 {
     if (o->batch < 1 || o->seq < 1 || o->accum < 1 || o->steps < 0 || o->train_tokens < 0 ||
         o->tile_batch < 0 || o->tile_seq < 0 || o->val_batches < 0 || o->val_every < 0 ||
@@ -80,6 +80,9 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
     if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_HINGE)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (NNT_DPO_SIGMOID, _IPO or _HINGE)",
                         fn, o->dpo_loss);
+    if (!(o->reward_center >= 0) || !isfinite(o->reward_center))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: reward_center %g (>= 0; 0: none)", fn,
+                        o->reward_center);
     if (o->dpo_beta > 0 && !data)   /* (its reference: the training pairs' too) */
         return nnt_fail(ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) needs the training pairs, "
                         "also to validate", fn, o->dpo_beta);
@@ -88,10 +91,10 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
                         o->update_in_backward);
     /* (DPO reads rows of T tokens: B T a validation batch) */
     if (o->val_batches > 0 &&
-        o->val_len < o->val_batches * o->batch * o->seq + (o->dpo_beta > 0 ? 0 : 1))
+        o->val_len < o->val_batches * o->batch * o->seq + (pairs ? 0 : 1))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %lld validation windows of B x T%s tokens "
                         "need more than the %lld held-out tokens", fn,
-                        (long long)o->val_batches, o->dpo_beta > 0 ? "" : " + 1",
+                        (long long)o->val_batches, pairs ? "" : " + 1",
                         (long long)o->val_len);
     if (o->val_batches > 0 && !o->val_data && !data)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: validation without data", fn);
@@ -413,7 +416,9 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
     nnt_trainer_options o;
     NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
                              "initialise them with NNT_TRAINER_OPTIONS_INIT"));
-    NNT_TRY(check_options(opt->ctx, fn, &o, data));
+    nnt_model_config mc;   /* a reward model (num_labels 1) reads pairs of rows, as DPO */
+    int reward = nnt_model_config_of(model, &mc) == 0 && mc.num_labels == 1;
+    NNT_TRY(check_options(opt->ctx, fn, &o, data, o.dpo_beta > 0 || reward));
     nnt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr)
         return nnt_fail(opt->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
