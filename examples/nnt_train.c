@@ -590,6 +590,12 @@ static int make_dirs(const char *dir)
  * with --chat-template, --loss, --chat-date and --tokenizer-config as nnt-tokenize --jsonl
  * --seq T takes them (through nnt_sft), which the run then reads. One process only (rank 0
  * would write it while the others read). */
+/* The model is a reward model: --num-labels 1, or a source's classifier of one label. */
+static int trains_reward(const trainer *t)
+{
+    return t->o.run.num_labels == 1 || (t->o.run.num_labels == 0 && t->cfg.num_labels == 1);
+}
+
 static int jsonl_data(trainer *t, const char *option, const char **path, int which)
 {
     train_opts *o = &t->o;
@@ -621,7 +627,8 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
-                     o->jsonl_loss == 1, o->jsonl_loss == 2, o->loop.dpo_beta > 0};
+                     o->jsonl_loss == 1, o->jsonl_loss == 2,
+                     o->loop.dpo_beta > 0 || trains_reward(t)};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
@@ -631,7 +638,9 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
         free(out);
         return 1;
     }
-    int dpo = o->loop.dpo_beta > 0;   /* (a pair: two examples, two rows) */
+    int dpo = o->loop.dpo_beta > 0 || trains_reward(t);   /* (a pair: two examples, two rows) */
+    if (trains_reward(t) && o->run.pad_token_id < 0)   /* TRL: the tokenizer's */
+        o->run.pad_token_id = st.pad;
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
              "%s (%lld %scut to T %lld) in %lld rows, %lld tokens count in the loss, "
              "written to %s\n", *path, (long long)(dpo ? st.examples / 2 : st.examples),
@@ -726,7 +735,7 @@ static int run(trainer *t)
     nnt_trainer_handle_signals(t->tr, 0);
     if (rc)
         return rc;
-    if (t->o.sample > 0 && !stop_sig) {
+    if (t->o.sample > 0 && !stop_sig && t->cfg.num_labels == 0) {   /* (no classifier's) */
         double sample_start = now_s();
         if ((rc = print_sample(t)))
             return rc;

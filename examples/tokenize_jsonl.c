@@ -113,6 +113,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     wo.bits = bits, wo.vocab = vocab, wo.mask = 1, wo.block = o->seq;
     wo.pack = o->pack && !o->preference, wo.cut = o->cut;   /* (a pair: two rows) */
     nnt_sft_pad_id(s, &wo.pad);
+    st->pad = wo.pad;
     nnt_token_writer *w = NULL;
     if ((rc = nnt_token_writer_open(NULL, out, &wo, &w)) != 0) {
         nnt_sft_destroy(s);

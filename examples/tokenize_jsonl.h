@@ -23,6 +23,7 @@ typedef struct jsonl_opts {
 typedef struct jsonl_stats {
     int64_t examples, cut, rows, counted;   /* (preference: a pair two examples) */
     int64_t empty;                    /* examples of which no token counts once cut to T */
+    int32_t pad;                      /* the id rows are padded with (nnt_sft_pad_id)     */
 } jsonl_stats;
 
 /* 0, or 1 after a message on stderr naming the file and line. */

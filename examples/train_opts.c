@@ -173,6 +173,17 @@ static const cli_option table[] = {
     OPT_CHOICE("dpo-loss", loop.dpo_loss, dpo_losses, "sigmoid", RES, "L",
                "sigmoid|ipo|hinge: TRL's loss_type (default sigmoid:\nDPO; ipo: the log ratios "
                "averaged over each\nsequence's tokens; hinge: SLiC)"),
+    OPT_INT("num-labels", run.num_labels, 0, 1 << 20, "0", 0, "N",
+            "make the model a sequence classifier of N labels\n(transformers' "
+            "*ForSequenceClassification: a score\nhead; a --load-hf language model gives the "
+            "rest); 1: a\nreward model trained on --data FILE.jsonl of\npreference records "
+            "(TRL's RewardTrainer; default:\nthe model's own)"),
+    OPT_INT("pad-id", run.pad_token_id, -1, BIG, "-1", 0, "ID",
+            "a classifier's padding id, where its rows end\n(default: the tokenizer's pad_token, "
+            "else eos_token,\nwith .jsonl data; else the model's pad_token_id)"),
+    OPT_REAL("reward-center", loop.reward_center, 0, 1e6, NULL, RES, "X",
+             "a reward model's loss plus X times the mean of\n(r_chosen + r_rejected)^2 (TRL's "
+             "center_rewards_\ncoefficient; default 0)"),
     OPT_STR("load-peft", run.load_peft, NULL, RES, "DIR", "start from a PEFT adapter "
             "directory (its settings; the\nrest frozen)"),
     OPT_STR("save-peft", save_peft, NULL, 0, "DIR", "write the adapters as a PEFT directory "
@@ -440,6 +451,18 @@ static int check_combinations(const train_opts *o)
     if (o->loop.dpo_beta > 0 && o->jsonl_pack)
         return train_usage_error("--dpo-beta reads each sequence of a pair in a row of its own: "
                                  "not with --pack");
+    if (o->run.num_labels == 1 && o->loop.batch % 2)
+        return train_usage_error("--num-labels 1 (a reward model) takes pairs (chosen, "
+                                 "rejected) side by side: --batch must be even, not %lld",
+                                 (long long)o->loop.batch);
+    if (o->run.num_labels == 1 && o->loop.dpo_beta > 0)
+        return train_usage_error("--dpo-beta trains a language model, not a reward model "
+                                 "(--num-labels 1)");
+    if (o->run.num_labels > 1)
+        return train_usage_error("--num-labels %lld: nnt-train trains reward models (1) on "
+                                 "preference pairs; classifiers of several labels are trained "
+                                 "through the library (nnt_model_pool_targets) for now",
+                                 (long long)o->run.num_labels);
     if (o->loop.dpo_beta > 0 && o->loop.batch % 2)
         return train_usage_error("--dpo-beta takes pairs (chosen, rejected) side by side: "
                                  "--batch must be even, not %lld", (long long)o->loop.batch);

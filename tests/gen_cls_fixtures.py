@@ -24,17 +24,31 @@ parameters of 2 dims or more, none on the others: nnt's default; 3 steps on the 
                chosen / rejected sequence of pair p; loss as trl/trainer/reward_trainer.py
                (1.16) writes it: -logsigmoid(r_c - r_r).mean() + center_rewards_coefficient *
                mean((r_c + r_r)^2), with the coefficient 0.25 (TRL's default: none); the
-               reference also holds the loss without it (loss_plain)
+               reference also holds the loss without it (loss_plain), and the loss of the
+               pairs after the 3 steps (val_loss)
   gpt2_cls/    GPT2ForSequenceClassification, num_labels 2, pad 5 (V 64, C 32, L 2, NH 4,
                n_positions 32): pooled logits, loss, 3 steps' losses, final_model.safetensors
                (save_pretrained's file after the steps)
+  llama_rm_pairs.bin  llama_rm's rows as an nnt token file (nnt-tokenize(1), TOKEN FILES:
+               header magic 20240520, version 2, N, flags 1 (loss mask), block T; N uint16
+               ids; the mask bits, 1 where the id is not the pad), twice: the training pairs,
+               then the same pairs again to hold out (tests/check_reward.sh)
   llama_lm/    a LlamaForCausalLM of llama_cls's shapes (a base to build a classifier on)
+
+RewardTrainer tokenizes a preference record into the same full sequences as DPOTrainer
+(prompt + chosen, prompt + rejected: the chat template's rendering, or the text with the eos
+appended): checked here when trl is installed against tests/fixtures/dpo_tiny/*.expected
+(tests/gen_dpo_tok_fixtures.py), so that nnt's preference rows (nnt-tokenize --preference)
+serve reward models as they serve DPO.
   pool.safetensors  ids (6, 7) with pad 3 (rows all pad, no pad, pad inside, ...) and
                pooled (6) int32: the positions transformers pools
 """
 import argparse
 import inspect
+import json
 import os
+import struct
+import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -102,6 +116,46 @@ def check_trl_formula():
         assert line in src, line
 
 
+def token_file(rows, pad):
+    """nnt's token file with a loss mask in rows of T, written byte by byte."""
+    n = rows.numel()
+    head = [20240520, 2, n, 1, T] + [0] * 251
+    bits = bytearray((n + 7) // 8)
+    for i, v in enumerate(rows.reshape(-1).tolist()):
+        if v != pad:
+            bits[i // 8] |= 1 << (i % 8)
+    return (struct.pack("<256i", *head) + struct.pack(f"<{n}H", *rows.reshape(-1).tolist()) +
+            bytes(bits))
+
+
+def check_reward_tokenization():
+    """RewardTrainer's chosen_ids / rejected_ids equal DPOTrainer's full sequences."""
+    try:
+        from datasets import Dataset
+        from transformers import AutoTokenizer
+        from trl import RewardConfig, RewardTrainer
+    except ImportError:
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    fx = os.path.join(here, "fixtures")
+    recs = [json.loads(line) for line in open(os.path.join(fx, "dpo_tiny", "preference.jsonl"))]
+    for name in ("chatml", "llama3"):
+        tok = AutoTokenizer.from_pretrained(os.path.join(fx, "sft", name))
+        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
+                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                          num_labels=1)
+        model = LlamaForSequenceClassification(cfg)
+        lines = [line.split() for line in open(os.path.join(fx, "dpo_tiny", name + ".expected"))]
+        for i, r in enumerate(recs):
+            args = RewardConfig(output_dir=tempfile.mkdtemp(), report_to=[], max_length=None,
+                                use_cpu=True)
+            t = RewardTrainer(model=model, args=args, train_dataset=Dataset.from_list([r]),
+                              processing_class=tok)
+            ex = t.train_dataset[0]
+            assert ex["chosen_ids"] == [int(v) for v in lines[3 * i + 1][1:]], (name, i)
+            assert ex["rejected_ids"] == [int(v) for v in lines[3 * i + 2][1:]], (name, i)
+
+
 def train(model, loss_fn, ref, prefix_grads):
     opt = adamw(model)
     losses = []
@@ -137,6 +191,7 @@ def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     check_trl_formula()
+    check_reward_tokenization()
     g = torch.Generator().manual_seed(7)
 
     # the pooling rule's cases
@@ -175,8 +230,12 @@ def main():
         ref["loss_plain"] = reward_loss(m, ids, None).reshape(1).double()
         ref["loss"] = reward_loss(m, ids, CENTER).reshape(1).double()
     train(m, lambda: reward_loss(m, ids, CENTER), ref, True)
+    with torch.no_grad():   # the pairs after the steps (check_reward.sh holds them out)
+        ref["val_loss"] = reward_loss(m, ids, CENTER).reshape(1).double()
     save_file({k: v.contiguous() for k, v in ref.items()},
               os.path.join(out, "llama_rm.safetensors"))
+    with open(os.path.join(out, "llama_rm_pairs.bin"), "wb") as fh:
+        fh.write(token_file(torch.cat([ids, ids]), 0))
 
     # GPT-2's own classifier class
     torch.manual_seed(3)

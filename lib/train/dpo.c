@@ -85,6 +85,11 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     int64_t B = o->batch, T = o->seq;
     nnt_model_config mc;
     int reward = nnt_model_config_of(tr->model, &mc) == 0 && mc.num_labels == 1;
+    if (nnt_model_config_of(tr->model, &mc) == 0 && mc.num_labels > 1)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: a classifier of %lld labels: the trainer "
+                        "trains language models and reward models (num_labels 1); train it "
+                        "with nnt_layer_forward / _backward on nnt_model_pool_targets", fn,
+                        (long long)mc.num_labels);
     if (o->reward_center > 0 && !reward)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: reward_center %g is for reward models (a "
                         "model of num_labels 1)", fn, o->reward_center);
@@ -154,6 +159,11 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
         !d->mask || !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
     return NNT_OK;
+}
+
+int nnt_dpo_is_reward(const nnt_trainer *tr)
+{
+    return tr->dpo && tr->dpo->reward;
 }
 
 uint64_t nnt_dpo_advance(const nnt_trainer *tr)

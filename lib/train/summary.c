@@ -104,6 +104,14 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
             (long long)(tr->nrows / 2), (long long)(o->batch / 2),
             o->shuffle ? ", in a new order each epoch" : "",
             tr->resumed_options ? " (or the resumed checkpoint's)" : "");
+    nnt_model_config mc;
+    if (!(o->dpo_beta > 0) && nnt_model_config_of(tr->model, &mc) == 0 && mc.num_labels == 1)
+        add(t, "loss:      a reward model's (TRL's RewardTrainer: -log sigmoid(r_chosen - "
+            "r_rejected)%s, r a row's score at its last token that is not padding, id %lld): "
+            "%lld pairs of rows (chosen, rejected), %lld a micro-batch%s\n",
+            o->reward_center > 0 ? " + center (r_chosen + r_rejected)^2" : "",
+            (long long)mc.pad_token_id, (long long)(tr->nrows / 2), (long long)(o->batch / 2),
+            o->shuffle ? ", in a new order each epoch" : "");
 }
 
 static void add_validation(const nnt_trainer *tr, nnt_text *t)

@@ -125,6 +125,10 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
     if (has & NNT_FAMILY_HAS_HIDDEN)
         add(t, ", hidden %lld", (long long)c.hidden);
     add(t, ", V %lld, context %lld", (long long)c.vocab, (long long)c.max_seq);
+    if (c.num_labels > 0)
+        add(t, c.num_labels == 1 ? ", a reward model (a score head)"
+                                 : ", a classifier of %lld labels (a score head)",
+            (long long)c.num_labels);
     if (has & NNT_FAMILY_HAS_ROPE)
         add(t, ", %s head, rope theta %g%s", c.tied ? "tied" : "untied", c.rope.theta,
             c.rope.scaling == NNT_ROPE_SCALING_LLAMA3   ? " (llama3 scaling)"
@@ -264,8 +268,9 @@ static void add_run(const nnt_trainer *tr, nnt_text *t)
     if (tr->o.steps > 0 && tr->steps_run)
         add(t, "; last loss %.6f", tr->last_loss);
     if (ti.validations && tr->dpo)   /* (a DPO loss has no perplexity) */
-        add(t, "%svalidation: DPO loss %.6f at step %lld (lowest %.6f at step %lld)",
-            t->n ? "\n" : "", ti.last_val_loss, (long long)ti.last_val_step,
+        add(t, "%svalidation: %s loss %.6f at step %lld (lowest %.6f at step %lld)",
+            t->n ? "\n" : "", nnt_dpo_is_reward(tr) ? "reward model" : "DPO", ti.last_val_loss,
+            (long long)ti.last_val_step,
             ti.lowest_val_loss, (long long)ti.lowest_val_step);
     else if (ti.validations)
         add(t, "%svalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "

@@ -135,7 +135,9 @@ int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum);
 typedef struct nnt_dpo nnt_dpo;
 /* TRL's name of an nnt_dpo_loss ("sigmoid", "ipo", "hinge"). */
 const char *nnt_dpo_loss_name(int loss);
-/* Checks the data and allocates tr->dpo (nothing with dpo_beta 0). */
+/* 1 when tr->dpo holds a reward model's pairs (no reference), else 0. */
+int nnt_dpo_is_reward(const nnt_trainer *tr);
+/* Checks the data and allocates tr->dpo (nothing with dpo_beta 0 and no reward model). */
 int nnt_dpo_prepare(nnt_trainer *tr, const char *fn);
 void nnt_dpo_free(nnt_trainer *tr);
 /* The pairs a micro-batch moves the data position by (B / 2). */

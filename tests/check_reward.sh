@@ -1,0 +1,102 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# nnt-train on a reward model (--num-labels 1, TRL's RewardTrainer) against PyTorch:
+# tests/fixtures/cls_tiny (tests/gen_cls_fixtures.py): a tiny LlamaForSequenceClassification
+# of one label and its pairs (llama_rm_pairs.bin: 2 pairs, then the same pairs held out),
+# 3 AdamW steps with --reward-center 0.25: the step losses and the held-out loss after them;
+# the summary and step lines; a language model's directory made a reward model (its
+# tokenizer's pad, .jsonl preference records, --save-hf a classifier transformers names);
+# usage errors.
+prog="$top_builddir/nnt-train"
+[ -x "$prog" ] || { echo "FAIL: nnt-train not built"; exit 1; }
+fx="$top_srcdir/tests/fixtures/cls_tiny"
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+want=$(python3 - "$fx/llama_rm.safetensors" <<'PY' 2>/dev/null
+import json, struct, sys
+with open(sys.argv[1], "rb") as fh:
+    n = struct.unpack("<Q", fh.read(8))[0]
+    head = json.loads(fh.read(n))
+    data = fh.read()
+for key in ("losses", "val_loss"):
+    a, b = head[key]["data_offsets"]
+    print(" ".join("%.9f" % v for v in struct.unpack("<%dd" % ((b - a) // 8), data[a:b])))
+PY
+) || want=""
+if [ -z "$want" ]; then
+    echo "SKIP: python3 cannot read the fixture"; exit 77
+fi
+losses=$(echo "$want" | sed -n 1p) val=$(echo "$want" | sed -n 2p)
+
+# Measured (AMD EPYC Zen 5, 2 cores, 2026-12-02): the steps' losses within 4.5e-6 relative of
+# PyTorch's (tests/test_classifier.c, the same runs through the library), about 3.2e-6
+# absolute on losses of 0.7; about 10x, plus --print-loss's 6 decimals: 3.3e-5.
+TOL=3.3e-5
+"$prog" --load-hf "$fx/llama_rm" --data "$fx/llama_rm_pairs.bin" --reward-center 0.25 \
+    --batch 4 --seq 12 --steps 3 --val-split 0.5 --val-every 3 --optim adamw --lr 0.01 \
+    --beta1 0.9 --beta2 0.999 --eps 1e-08 --weight-decay 0.1 --grad-clip 0 --warmup 0 \
+    --schedule constant --tile-seq 5 --tile-batch 2 --print-loss --sample 0 --no-save \
+    --out "$tmp/run" > "$tmp/run.out" 2> "$tmp/run.err" || {
+    echo "FAIL: nnt-train on a reward model: exit status $?"; tail -n 5 "$tmp/run.err"; exit 1; }
+got=$(sed -n 's/^step [0-9]* loss //p' "$tmp/run.out" | tr '\n' ' ')
+gotval=$(sed -n 's/^val 3 loss //p' "$tmp/run.out")
+echo "# nnt:     $got / held out $gotval"
+echo "# PyTorch: $losses / held out $val"
+if ! awk -v g="$got $gotval" -v w="$losses $val" -v tol="$TOL" 'BEGIN {
+        n = split(g, a, " "); m = split(w, b, " ");
+        if (n != 4 || m != 4) exit 1;
+        for (i = 1; i <= n; i++) if ((a[i] - b[i]) > tol || (b[i] - a[i]) > tol) exit 1 }'; then
+    echo "FAIL: nnt-train on a reward model: losses differ from PyTorch's by more than $TOL"
+    fail=1
+fi
+grep -q "^model: .*a reward model (a score head)" "$tmp/run.err" ||
+    { echo "FAIL: the summary does not say the model is a reward model"; fail=1; }
+grep -q "^loss: .*RewardTrainer.* + center (r_chosen + r_rejected)^2, .*id 0): 2 pairs of rows (chosen, rejected), 2 a micro-batch" "$tmp/run.err" ||
+    { echo "FAIL: the summary has no reward model loss line"; grep '^loss' "$tmp/run.err"; fail=1; }
+
+# a language model's directory under a new head: .jsonl preference records tokenized as
+# TRL's RewardTrainer tokenizes them (the same rows as DPO's), the tokenizer's pad
+# (<|endoftext|>, id 0 of the chatml fixture), --save-hf a classifier directory
+sft="$top_srcdir/tests/fixtures/sft/chatml"
+dpo="$top_srcdir/tests/fixtures/dpo_tiny"
+"$prog" --tokenizer-json "$sft/tokenizer.json" --data "$dpo/preference.jsonl" --num-labels 1 \
+    --batch 2 --seq 96 --steps 2 --layers 1 --channels 32 --heads 2 --no-save --val-split 0 \
+    --save-hf "$tmp/rm" --out "$tmp/jsonl" > "$tmp/jsonl.out" 2> "$tmp/jsonl.err" || {
+    echo "FAIL: nnt-train --num-labels 1 --data FILE.jsonl: exit status $?"
+    tail -n 5 "$tmp/jsonl.err"; fail=1; }
+grep -q "^step 1/2  loss [0-9.]*  acc [01].000  margin " "$tmp/jsonl.out" ||
+    { echo "FAIL: the step lines have no accuracy and margin"; grep '^step' "$tmp/jsonl.out"; fail=1; }
+grep -q '7 preference pairs' "$tmp/jsonl.out" ||
+    { echo "FAIL: nnt-train --num-labels 1 does not read preference pairs"; fail=1; }
+grep -q '"architectures": \["GPT2ForSequenceClassification"\]' "$tmp/rm/config.json" &&
+    grep -q '"pad_token_id": 0' "$tmp/rm/config.json" &&
+    grep -q '"id2label": {"0": "LABEL_0"}' "$tmp/rm/config.json" ||
+    { echo "FAIL: --save-hf of a reward model: not a classifier's config.json"; fail=1; }
+grep -q '^---- sample' "$tmp/jsonl.out" &&
+    { echo "FAIL: a reward model printed a text sample"; fail=1; }
+# the saved reward model goes on training from its directory
+"$prog" --load-hf "$tmp/rm" --data "$tmp/jsonl/preference.tokens.bin" --batch 2 --seq 96 \
+    --steps 1 --no-save --val-split 0 --out "$tmp/again" > "$tmp/again.out" 2>&1 || {
+    echo "FAIL: nnt-train --load-hf of a saved reward model: exit status $?"
+    tail -n 5 "$tmp/again.out"; fail=1; }
+grep -q "a reward model (a score head)" "$tmp/again.out" ||
+    { echo "FAIL: the saved reward model was not read as one"; fail=1; }
+
+# usage errors: status 2
+for args in "--num-labels 1 --batch 3" "--num-labels 2" "--num-labels 1 --dpo-beta 0.1"; do
+    # shellcheck disable=SC2086
+    "$prog" --load-hf "$fx/llama_lm" --data "$fx/llama_rm_pairs.bin" --seq 12 --steps 1 \
+        $args --out "$tmp/bad" > /dev/null 2>&1
+    st=$?
+    [ "$st" -eq 2 ] || { echo "FAIL: nnt-train $args: status $st, not 2"; fail=1; }
+done
+# a classifier of several labels is refused by the trainer, naming the way it is trained
+"$prog" --load-hf "$fx/llama_cls" --data "$fx/llama_rm_pairs.bin" --seq 12 --batch 4 \
+    --steps 1 --no-save --out "$tmp/cls" > "$tmp/cls.out" 2>&1
+st=$?
+{ [ "$st" -ne 0 ] && grep -q "a classifier of 3 labels" "$tmp/cls.out"; } ||
+    { echo "FAIL: nnt-train on a classifier of 3 labels: status $st"; tail -n 3 "$tmp/cls.out"; fail=1; }
+[ "$fail" -eq 0 ] && echo "PASS: nnt-train on a reward model"
+exit "$fail"
