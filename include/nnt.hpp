@@ -878,6 +878,17 @@ public:
                                            static_cast<std::int64_t>(weights.size())));
     }
     void clear_target_weights() { check(nnt_layer_set_target_weights(h(), nullptr, 0)); }
+    /* A classifier's logits of the last forward with targets at each row's pooled position
+     * into out (B x num_labels floats; before the backward). */
+    void pooled_logits(span<float> out)
+    {
+        check(nnt_model_pooled_logits(h(), out.data(), static_cast<std::int64_t>(out.size())));
+    }
+    /* The center term of this layer's (or a reward model's) pairwise loss. */
+    void set_pairwise_center(double center)
+    {
+        check(nnt_layer_set_pairwise_center(h(), center));
+    }
     /* Backward of the last forward; dy null for a layer with targets. Returns dx (owned by
      * the layer; null for an embedding). Gradients accumulate. */
     tensor_ref backward(tensor_ref dy = {})
@@ -1051,6 +1062,21 @@ public:
     operator layer_ref() const noexcept { return layer_ref(get()); }
 
     /* ---- models (B sequences of T tokens; tiling null: automatic) */
+    /* A classifier's targets (B x T) for rows ids (B x T): each row's label (labels empty:
+     * 0, a reward model's) at its last position whose id is not pad_id (< 0: none), -1
+     * elsewhere (nnt_model_pool_targets(3)). */
+    static void pool_targets(span<const std::int32_t> ids, std::int64_t B, std::int64_t T,
+                             std::int64_t pad_id, span<const std::int32_t> labels,
+                             span<std::int32_t> targets)
+    {
+        auto bt = static_cast<std::size_t>(B > 0 && T > 0 ? B * T : 0);
+        if (ids.size() != bt || targets.size() != bt ||
+            (labels.size() && labels.size() != static_cast<std::size_t>(B)))
+            throw error(NNT_E_INVAL, "nnt::layer::pool_targets: ids and targets hold B x T "
+                                     "ids, labels B or none");
+        check(nnt_model_pool_targets(ids.data(), B, T, pad_id,
+                                     labels.size() ? labels.data() : nullptr, targets.data()));
+    }
     static layer model(context &ctx, const nnt_model_config &cfg, std::int64_t B, std::int64_t T,
                        const nnt_tiling *t = nullptr)
     {
@@ -1185,6 +1211,13 @@ public:
     {
         return detail::make<layer>([&](nnt_layer **o) {
             return nnt_layer_cross_entropy_create(ctx.get(), ignore_index, o);
+        });
+    }
+    /* The pairwise loss of reward models (nnt_layer_pairwise_create(3)). */
+    static layer pairwise(context &ctx, std::int32_t ignore_index = -1, double center = 0.0)
+    {
+        return detail::make<layer>([&](nnt_layer **o) {
+            return nnt_layer_pairwise_create(ctx.get(), ignore_index, center, o);
         });
     }
     /* Takes the children (they are empty afterwards, also when this throws: the C function

@@ -724,6 +724,45 @@ void test_trainer(nnt::context &ctx)
 
 } // namespace
 
+
+// A reward model (num_labels 1) through the wrappers: the pooled targets as the C call
+// writes them, the pooled scores, the pairwise loss with its center term from them.
+void test_classifier(nnt::context &ctx)
+{
+    nnt::model_config cfg = nnt::model_preset("llama-tiny");
+    cfg.num_labels = 1, cfg.has_pad_token = 1, cfg.pad_token_id = 0;
+    nnt::layer m = nnt::layer::model(ctx, cfg, B, T);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(B * T)), targets(ids.size()),
+        want(ids.size());
+    for (std::size_t i = 0; i < ids.size(); i++)
+        ids[i] = i % T < T - 1 - (i / T) % 3 ? 1 + static_cast<std::int32_t>(i % 200) : 0;
+    nnt::layer::pool_targets(ids, B, T, 0, {}, targets);
+    EXPECT(nnt_model_pool_targets(ids.data(), B, T, 0, nullptr, want.data()) == 0);
+    EXPECT(targets == want);
+    EXPECT_ERROR(NNT_E_INVAL, "B x T", nnt::layer::pool_targets(
+                                          nnt::span<const std::int32_t>(ids.data(), 3), B, T,
+                                          0, {}, targets));
+    nnt::tensor tok(ctx, NNT_INT32, {B, T}), tgt(ctx, NNT_INT32, {B, T});
+    tok.copy_from_host(ids);
+    tgt.copy_from_host(targets);
+    m.set_pairwise_center(0.5);
+    m.set_targets(tgt);
+    m.forward(tok);
+    std::vector<float> r(static_cast<std::size_t>(B));
+    m.pooled_logits(r);
+    double want_loss = 0.0;
+    for (int p = 0; p < B / 2; p++) {
+        double z = double(r[2 * p]) - r[2 * p + 1], s = double(r[2 * p]) + r[2 * p + 1];
+        want_loss += (std::log1p(std::exp(-z)) + 0.5 * s * s) / (B / 2);
+    }
+    EXPECT(std::fabs(m.loss() - want_loss) <= 1e-12 * std::fabs(want_loss) + 1e-15);
+    m.backward();
+    EXPECT_ERROR(NNT_E_STATE, "nnt_model_pooled_logits", m.pooled_logits(r));
+    EXPECT_ERROR(NNT_E_INVAL, "center", m.set_pairwise_center(-1.0));
+    nnt::layer loss = nnt::layer::pairwise(ctx, -1, 0.25);
+    EXPECT_ERROR(NNT_E_INVAL, "nnt_layer_pairwise_create", nnt::layer::pairwise(ctx, -1, -2));
+}
+
 int main()
 {
     char tmpl[] = "/tmp/nnt-test-cpp-XXXXXX";
@@ -744,6 +783,7 @@ int main()
         test_tokens(ctx);
         test_sft(ctx);
         test_trainer(ctx);
+        test_classifier(ctx);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "FAIL: unexpected exception: %s\n", e.what());
         failures++;
