@@ -320,8 +320,8 @@ sft_gptoss_kwargs_kept|lib/data/sft.c|s@    s->effort = s->identity = s->tools =
 sft_gptoss_default_date|lib/data/sft.c|s@    else if (s->tmpl == NNT_CHAT_GPT_OSS \&\& localtime_r(\&now, \&tm))@    else if (0)@|gpt-oss: by default dated 26 Jul 2024, not today (strftime_now)
 sft_gptoss_generation_prompt|lib/data/sft.c|s@    if (t == NNT_CHAT_GPT_OSS)@    if (0)@|gpt-oss prompts: the generation prompt of ChatML, not <start>assistant
 train_jsonl_pack_ignored|examples/nnt_train.c|s@    jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,@    jsonl_opts jo = {o->loop.seq, 0, o->jsonl_too_long == 0,@|nnt-train: --pack of .jsonl data ignored (one example a row)
-train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2, o->loop.dpo_beta > 0};@                     0, o->jsonl_loss == 2, o->loop.dpo_beta > 0};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
-train_jsonl_assistant_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2, o->loop.dpo_beta > 0};@                     o->jsonl_loss == 1, 0, o->loop.dpo_beta > 0};@|nnt-train: --loss assistant of .jsonl data ignored (the tool responses of completions counted)
+train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2,$@                     0, o->jsonl_loss == 2,@|nnt-train: --loss all of .jsonl data ignored (the answers only)
+train_jsonl_assistant_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2,$@                     o->jsonl_loss == 1, 0,@|nnt-train: --loss assistant of .jsonl data ignored (the tool responses of completions counted)
 generate_chat_date_ignored|examples/nnt_generate.c|s@    so.date = o->chat_date;@    so.date = NULL;@|nnt-generate: --chat-date not passed on (the template dated today)
 min_rank_ram_whole_node|lib/mpi/mpi.c|s@    if (!(o->mem_cpu_mib > 0) \&\& \*node_ranks > 1)@    if (0)@|MPI: the smallest rank memory counted as its whole node, not its share of it
 sft_qwen3_thinking_first|lib/data/sft.c|s@                 : qwen3 ? reasoning_of(m, QWEN3_REASONING, \&bad) : NULL;@                 : qwen3 ? reasoning_of(m, GPTOSS_THINKING, \&bad) : NULL;@|Qwen3: a thinking taken over the reasoning_content of the message (not the order transformers aliases them in)
@@ -399,6 +399,14 @@ dpo_unshared_unsaid|lib/train/dpo.c|s@    if (tr->rank == 0 \&\& d->unshared > p
 dpo_ipo_unaveraged|lib/train/dpo.c|s@        \*dc = 2.0 \* e / ac, \*dr = -2.0 \* e / ar;@        *dc = 2.0 * e, *dr = -2.0 * e;@|DPO, IPO: the gradient of the log ratios not divided by the sequences lengths
 dpo_hinge_sign|lib/train/dpo.c|s@        double g = 1.0 - z > 0 ? -beta : 0.0;@        double g = 1.0 - z > 0 ? beta : 0.0;@|DPO, hinge: the gradient sign flipped
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
+cls_pool_all_pad|lib/models/transformer.c|s@            for (at = T - 1; at > 0@            for (at = T - 1; at > 1@|classifier: a row of padding pooled at position 1, not 0
+pairwise_sign|lib/layers/leaf.c|s@        sum += softplus_of(-(rc_ - rr))@        sum += softplus_of(rc_ - rr)@|reward model: the loss of the rejected sequence winning
+pairwise_center_grad|lib/layers/leaf.c|s@        double centered = 2.0 \* c->center \* (rc_ + rr);@        double centered = c->center * (rc_ + rr);@|reward model: the center term gradient halved
+pairwise_divisor|lib/layers/leaf.c|s@    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)P;@    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)B;@|reward model: the loss a mean over rows, not pairs
+cls_labels_count|lib/models/config_json.c|s@        c->num_labels = (int64_t)labels->n;@        c->num_labels = (int64_t)labels->n + 1;@|config.json: one label more than id2label names
+reward_margin_sign|lib/train/dpo.c|s@        s->margin += (double)r\[0\] - r\[1\];@        s->margin += (double)r[1] - r[0];@|reward trainer: the margin rejected minus chosen
+reward_pool_pad|lib/train/dpo.c|s@    d->pad = reward \&\& mc.has_pad_token ? mc.pad_token_id : -1;@    d->pad = -1;@|reward trainer: rows pooled at their last position, padding or not
+cls_pooled_logits_row|lib/models/transformer.c|s@all + (b \* per_row + at) \* L@all + (b * per_row + at - 1) * L@|classifier: the pooled logits of the token before
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -465,6 +465,13 @@ static int add_norm(nnt_layer *l, const nnt_model_config *c, const nnt_family_la
     return adopt(l, f->norm, norm);
 }
 
+/* The head's parameters are the model's output: never in NF4 (bitsandbytes leaves them). */
+static void mark_output_head(nnt_layer *head)
+{
+    for (int i = 0; i < head->nparams; i++)
+        head->params[i].output_head = 1;
+}
+
 /* A classifier's head: "score" (C -> num_labels, no bias) at every position, and its loss:
  * the cross-entropy over the labels, or (one label) the pairwise loss of reward models; the
  * pooled position of each row is the one its targets count. transformers' classifiers take
@@ -475,8 +482,7 @@ static int add_score(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *
     nnt_layer *head = NULL, *loss = NULL;
     NNT_TRY(gl_linear_new(l->ctx, c->channels, c->num_labels, 0,
                           gl_tile(t->channels, c->channels), c->num_labels, fn, &head));
-    for (int i = 0; i < head->nparams; i++)   /* never in NF4 */
-        head->params[i].output_head = 1;
+    mark_output_head(head);
     NNT_TRY(adopt(l, "score", head));
     if (c->num_labels == 1) {
         NNT_TRY(nnt_layer_pairwise_create(l->ctx, IGNORE_INDEX, 0.0, &loss));
@@ -499,8 +505,7 @@ static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *
         NNT_TRY(gl_linear_new(l->ctx, c->channels, c->vocab, f->head_bias ? NNT_LINEAR_BIAS : 0,
                               gl_tile(t->channels, c->channels), gl_tile(t->vocab, c->vocab),
                               fn, &head));
-    for (int i = 0; i < head->nparams; i++)   /* an untied head: never in NF4 */
-        head->params[i].output_head = 1;
+    mark_output_head(head);   /* an untied head */
     NNT_TRY(adopt(l, "lm_head", head));
     if (c->final_softcap > 0.0) {
         nnt_layer *cap = NULL;

@@ -346,10 +346,9 @@ static int reward_forward(nnt_trainer *tr, dpo_sums *s)
     NNT_TRY(nnt_layer_loss(tr->model, &loss));
     NNT_TRY(nnt_model_pooled_logits(tr->model, d->scores, tr->o.batch));
     s->loss += loss * (double)d->per_batch;
-    for (int64_t j = 0; j < d->per_batch; j++) {
-        double chosen = d->scores[2 * j], rejected = d->scores[2 * j + 1];
-        s->correct += chosen > rejected;
-        s->margin += chosen - rejected;
+    for (const float *r = d->scores; r < d->scores + 2 * d->per_batch; r += 2) {
+        s->correct += r[0] > r[1];   /* (chosen, rejected) */
+        s->margin += (double)r[0] - r[1];
     }
     s->pairs += d->per_batch;
     return NNT_OK;
