@@ -140,6 +140,33 @@ static inline double fixture_train_step(nnt_ctx *ctx, nnt_layer *l, nnt_optim *o
     return loss;
 }
 
+/* The worst relative difference of the model's parameters (value 1) or gradients (0) from
+ * the fixture's PREFIX.<name> tensors (every parameter: Hugging Face's names). */
+static inline double fixture_worst_against(nnt_layer *l, nnt_st_reader *r, const char *prefix,
+                                           int value, char *worst, size_t wn)
+{
+    int64_t count = 0;
+    double e = 0.0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_ge(count, 10);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        char name[300];
+        snprintf(name, sizeof name, "%s.%s", prefix, p.name);
+        int64_t ng = 0, nw = 0;
+        float *want = fixture_read_n(r, name, NNT_IO_F32, &nw);
+        float *got = test_to_host(value ? p.value : p.grad, &ng);
+        ck_assert_int_eq(ng, nw);
+        double ei = test_rel_err(got, want, ng);
+        if (ei >= e) {
+            e = ei;
+            snprintf(worst, wn, "%s", p.name);
+        }
+        free(want), free(got);
+    }
+    return e;
+}
+
 /* ---- the PEFT fixtures (tests/gen_lora_fixtures.py, gen_gemma_fixtures.py,
  * gen_window_fixtures.py) ------------------------------------------------------------------ */
 

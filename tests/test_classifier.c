@@ -56,32 +56,6 @@ static const nnt_tiling TILINGS[3] = {
     {sizeof(nnt_tiling), 1, 3, 16, 16, 10, 1, 0},
 };
 
-/* The worst relative difference of the model's parameters (value 1) or gradients (0) from
- * the fixture's PREFIX.<name> tensors (every parameter: Hugging Face's names). */
-static double worst_against(nnt_layer *l, nnt_st_reader *r, const char *prefix, int value,
-                            char *worst, size_t wn)
-{
-    int64_t count = 0;
-    double e = 0.0;
-    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
-    ck_assert_int_ge(count, 10);
-    for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = test_param_at(l, i);
-        char name[300];
-        snprintf(name, sizeof name, "%s.%s", prefix, p.name);
-        int64_t ng = 0, nw = 0;
-        float *want = fixture_read_n(r, name, NNT_IO_F32, &nw);
-        float *got = test_to_host(value ? p.value : p.grad, &ng);
-        ck_assert_int_eq(ng, nw);
-        double ei = test_rel_err(got, want, ng);
-        if (ei >= e) {
-            e = ei;
-            snprintf(worst, wn, "%s", p.name);
-        }
-        free(want), free(got);
-    }
-    return e;
-}
 
 static nnt_layer *load(const char *dir, int ti)
 {
@@ -196,11 +170,11 @@ START_TEST(llama_classifier)
     EXPECT_FAIL_MSG(nnt_model_pooled_logits(m, logits, B * 3), NNT_E_STATE,
                     "nnt_model_pooled_logits");   /* the backward overwrote the logits */
     char worst[300] = "";
-    double eg = worst_against(m, r, "grad", 0, worst, sizeof worst);
+    double eg = fixture_worst_against(m, r, "grad", 0, worst, sizeof worst);
     ck_assert_msg(eg < GRAD_TOL, "tiling %d: gradient of %s rel %.3g", _i, worst, eg);
     double es = train_steps(m, ids, targets, want_losses);
     ck_assert_msg(es < STEP_TOL, "tiling %d: step losses rel %.3g", _i, es);
-    double ep = worst_against(m, r, "final", 1, worst, sizeof worst);
+    double ep = fixture_worst_against(m, r, "final", 1, worst, sizeof worst);
     ck_assert_msg(ep < PARAM_TOL, "tiling %d: %s after %d steps rel %.3g", _i, worst, STEPS, ep);
     fprintf(stderr, "llama classifier tiling %d: logits %.3g loss %.3g grad %.3g steps %.3g "
             "params %.3g\n", _i, el, fabs(loss - want_loss[0]) / want_loss[0], eg, es, ep);
@@ -238,11 +212,11 @@ START_TEST(reward_model)
                   "with the center term, TRL %.9g", _i, loss, want_loss[0]);
     EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
     char worst[300] = "";
-    double eg = worst_against(m, r, "grad", 0, worst, sizeof worst);
+    double eg = fixture_worst_against(m, r, "grad", 0, worst, sizeof worst);
     ck_assert_msg(eg < GRAD_TOL, "tiling %d: gradient of %s rel %.3g", _i, worst, eg);
     double es = train_steps(m, ids, targets, want_losses);
     ck_assert_msg(es < STEP_TOL, "tiling %d: step losses rel %.3g", _i, es);
-    double ep = worst_against(m, r, "final", 1, worst, sizeof worst);
+    double ep = fixture_worst_against(m, r, "final", 1, worst, sizeof worst);
     ck_assert_msg(ep < PARAM_TOL, "tiling %d: %s after %d steps rel %.3g", _i, worst, STEPS, ep);
     fprintf(stderr, "reward model tiling %d: rewards %.3g loss %.3g grad %.3g steps %.3g "
             "params %.3g\n", _i, er, fabs(loss - want_loss[0]) / want_loss[0], eg, es, ep);

@@ -111,32 +111,6 @@ static void close_run(run *r)
     nnt_layer_destroy(r->model);
 }
 
-/* The worst relative difference of the model's parameters (value 1) or gradients (0) from
- * the fixture's PREFIX.<name> tensors. */
-static double worst_against(nnt_layer *l, nnt_st_reader *r, const char *prefix, int value,
-                            char *worst, size_t wn)
-{
-    int64_t count = 0;
-    double e = 0.0;
-    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
-    ck_assert_int_ge(count, 10);
-    for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = test_param_at(l, i);
-        char name[300];
-        snprintf(name, sizeof name, "%s.%s", prefix, p.name);
-        int64_t ng = 0, nw = 0;
-        float *want = fixture_read_n(r, name, NNT_IO_F32, &nw);
-        float *got = test_to_host(value ? p.value : p.grad, &ng);
-        ck_assert_int_eq(ng, nw);
-        double ei = test_rel_err(got, want, ng);
-        if (ei >= e) {
-            e = ei;
-            snprintf(worst, wn, "%s", p.name);
-        }
-        free(want), free(got);
-    }
-    return e;
-}
 
 /* _i: the tiling */
 START_TEST(test_reference)
@@ -153,7 +127,7 @@ START_TEST(test_reference)
     run x = open_run(&TILINGS[_i], B, 1, 0, NULL, NULL, &rl);   /* gradients kept */
     EXPECT_OK(nnt_trainer_step(x.tr));
     char worst[256] = "";
-    double eg = worst_against(x.model, r, "grad", 0, worst, sizeof worst);
+    double eg = fixture_worst_against(x.model, r, "grad", 0, worst, sizeof worst);
     printf("test_dpo tiling %d: first loss %.9f (log 2 %.9f), worst gradient rel %.2e (%s)\n",
            _i, rl.loss[1], log(2.0), eg, worst);
     ck_assert_double_eq_tol(rl.loss[1], log(2.0), 1e-12);
@@ -165,7 +139,7 @@ START_TEST(test_reference)
         em = fmax(em, fabs(rl.margin[s + 1] - margins[s]));
         ck_assert_double_eq(rl.accuracy[s + 1], accs[s]);
     }
-    double ep = worst_against(x.model, r, "final", 1, worst, sizeof worst);
+    double ep = fixture_worst_against(x.model, r, "final", 1, worst, sizeof worst);
     double ev = fabs(rl.val_loss - val[0]);
     printf("test_dpo tiling %d: losses %.2e, margins %.2e, parameters rel %.2e (%s), "
            "held-out loss %.2e\n", _i, el, em, ep, worst, ev);
@@ -195,7 +169,7 @@ START_TEST(test_accum)
     for (int s = 0; s < STEPS; s++)
         el = fmax(el, fabs(rl.loss[s + 1] - losses[s]));
     char worst[256] = "";
-    double ep = worst_against(x.model, r, "final", 1, worst, sizeof worst);
+    double ep = fixture_worst_against(x.model, r, "final", 1, worst, sizeof worst);
     printf("test_dpo B 2 accum 2: losses %.2e, parameters rel %.2e (%s)\n", el, ep, worst);
     EXPECT_TOL(el, LOSS_TOL, "accum 2: step losses");
     EXPECT_TOL(ep, PARAM_TOL, "accum 2: parameter %s", worst);
@@ -225,7 +199,7 @@ START_TEST(test_loss_kinds)
         el = fmax(el, fabs(rl.loss[s + 1] - losses[s]) / fmax(1.0, losses[s]));
     char worst[256] = "", prefix[64];
     snprintf(prefix, sizeof prefix, "%s.final", NAMES[_i]);
-    double ep = worst_against(x.model, r, prefix, 1, worst, sizeof worst);
+    double ep = fixture_worst_against(x.model, r, prefix, 1, worst, sizeof worst);
     printf("test_dpo %s: losses %.2e (relative above 1), parameters rel %.2e (%s)\n", NAMES[_i],
            el, ep, worst);
     EXPECT_TOL(el, LOSS_TOL, "%s: step losses", NAMES[_i]);

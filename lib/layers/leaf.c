@@ -1079,26 +1079,36 @@ typedef struct xent {
                                        (gl_cross_entropy_in_place)                      */
 } xent;
 
-static int xent_set_targets(nnt_layer *l, nnt_tensor *t)
+/* A loss layer's targets t (int32, readable) copied to the host: *ids malloc'd, n of them. */
+static int targets_to_host(nnt_layer *l, nnt_tensor *t, int32_t **ids, int64_t *n)
 {
     const char *fn = "nnt_layer_set_targets";
+    NNT_TRY(nnt_tensor_check_readable(t, fn));
+    if (t->dtype != NNT_INT32)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: targets must be int32", fn);
+    *n = nnt_box_numel(t->ndim, t->shape);
+    *ids = malloc((size_t)*n * sizeof **ids);
+    if (!*ids)
+        return nnt_fail(l->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = nnt_tensor_copy_to_host(t, *ids, (size_t)*n * sizeof **ids);
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+    }
+    return rc;
+}
+
+static int xent_set_targets(nnt_layer *l, nnt_tensor *t)
+{
     xent *c = l->impl;
     if (!t) {
         c->have_targets = 0;
         return NNT_OK;
     }
-    NNT_TRY(nnt_tensor_check_readable(t, fn));
-    if (t->dtype != NNT_INT32)
-        return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: targets must be int32", fn);
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++)
-        n *= t->shape[d];
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!ids)
-        return nnt_fail(l->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    int rc = nnt_tensor_copy_to_host(t, ids, (size_t)n * sizeof *ids);
-    if (rc == 0)
-        rc = nnt_layer_ensure(l, &c->targets, NNT_INT32, t->ndim, t->shape, t->tile);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    NNT_TRY(targets_to_host(l, t, &ids, &n));
+    int rc = nnt_layer_ensure(l, &c->targets, NNT_INT32, t->ndim, t->shape, t->tile);
     if (rc == 0)
         rc = nnt_tensor_copy(t, c->targets);
     if (rc) {
@@ -1334,24 +1344,14 @@ typedef struct pairwise {
 
 static int pairwise_set_targets(nnt_layer *l, nnt_tensor *t)
 {
-    const char *fn = "nnt_layer_set_targets";
     pairwise *c = l->impl;
     if (!t) {
         c->have_targets = 0;
         return NNT_OK;
     }
-    NNT_TRY(nnt_tensor_check_readable(t, fn));
-    if (t->dtype != NNT_INT32)
-        return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: targets must be int32", fn);
-    int64_t n = nnt_box_numel(t->ndim, t->shape);
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!ids)
-        return nnt_fail(l->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    int rc = nnt_tensor_copy_to_host(t, ids, (size_t)n * sizeof *ids);
-    if (rc) {
-        free(ids);
-        return rc;
-    }
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    NNT_TRY(targets_to_host(l, t, &ids, &n));
     free(c->ids);
     c->ids = ids;
     c->nids = n;
