@@ -617,8 +617,11 @@ START_TEST(test_config_frozen)
 
     /* a newer program's field, or an uninitialised structure: refused, naming the word */
     nnt_model_config newer = c;
-    newer.reserved[59] = 1;   /* the last word */
-    expect_refused(&newer, NNT_E_UNSUPPORTED, "cfg->reserved[59] is 0x1");
+    const size_t last = sizeof newer.reserved / sizeof newer.reserved[0] - 1;
+    newer.reserved[last] = 1;   /* the last word */
+    char said[64];
+    snprintf(said, sizeof said, "cfg->reserved[%zu] is 0x1", last);
+    expect_refused(&newer, NNT_E_UNSUPPORTED, said);
     newer = c, newer.reserved[0] = 0xab;
     expect_refused(&newer, NNT_E_UNSUPPORTED, "cfg->reserved[0] is 0xab");
     newer = c, newer.rope.reserved[15] = 2;
