@@ -584,24 +584,26 @@ static int make_dirs(const char *dir)
         }
 }
 
-/* --data or --val-data FILE.jsonl (format auto): prompt/answer records (TRL's forms) made
- * into a token file with a loss mask, OUT/FILE.tokens.bin (--val-data's FILE.val-tokens.bin),
- * rows of T, one example a row (--pack: several), those longer than T cut (--too-long),
- * with --chat-template, --loss, --chat-date and --tokenizer-config as nnt-tokenize --jsonl
- * --seq T takes them (through nnt_sft), which the run then reads. One process only (rank 0
- * would write it while the others read). */
 /* The model is a reward model: --num-labels 1, or a source's classifier of one label. */
 static int trains_reward(const trainer *t)
 {
     return t->o.run.num_labels == 1 || (t->o.run.num_labels == 0 && t->cfg.num_labels == 1);
 }
 
+/* --data or --val-data FILE.jsonl (format auto): prompt/answer records (TRL's forms) made
+ * into a token file with a loss mask, OUT/FILE.tokens.bin (--val-data's FILE.val-tokens.bin),
+ * rows of T, one example a row (--pack: several), those longer than T cut (--too-long),
+ * with --chat-template, --loss, --chat-date and --tokenizer-config as nnt-tokenize --jsonl
+ * --seq T takes them (through nnt_sft), which the run then reads; preference records (DPO,
+ * a reward model) as pairs of rows. One process only (rank 0 would write it while the others
+ * read). */
 static int jsonl_data(trainer *t, const char *option, const char **path, int which)
 {
     train_opts *o = &t->o;
     size_t n = *path ? strlen(*path) : 0;
     if (n < 7 || strcmp(*path + n - 6, ".jsonl") != 0 || o->run.data_format != NNT_DATA_AUTO)
         return 0;
+    int pairs = o->loop.dpo_beta > 0 || trains_reward(t);   /* (a pair: two examples, rows) */
     const char *json = o->run.tokenizer_json ? o->run.tokenizer_json : o->load_hf;
     if (t->mpi)
         return train_usage_error("%s %s: prompt/answer records are made into a token file by "
@@ -628,7 +630,7 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
                      o->jsonl_loss == 1, o->jsonl_loss == 2,
-                     o->loop.dpo_beta > 0 || trains_reward(t)};
+                     pairs};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
@@ -638,13 +640,13 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
         free(out);
         return 1;
     }
-    int dpo = o->loop.dpo_beta > 0 || trains_reward(t);   /* (a pair: two examples, two rows) */
     if (trains_reward(t) && o->run.pad_token_id < 0)   /* TRL: the tokenizer's */
         o->run.pad_token_id = st.pad;
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
              "%s (%lld %scut to T %lld) in %lld rows, %lld tokens count in the loss, "
-             "written to %s\n", *path, (long long)(dpo ? st.examples / 2 : st.examples),
-             dpo ? "preference pairs" : "examples", (long long)st.cut, dpo ? "sequences " : "",
+             "written to %s\n", *path, (long long)(pairs ? st.examples / 2 : st.examples),
+             pairs ? "preference pairs" : "examples", (long long)st.cut,
+             pairs ? "sequences " : "",
              (long long)o->loop.seq, (long long)st.rows, (long long)st.counted, out);
     t->jsonl_bin[which] = out;
     *path = out;

@@ -8,6 +8,7 @@
 #include "nnt.h"
 #include "ctx_alloc.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <starpu.h>
 #include <stdarg.h>
@@ -617,6 +618,12 @@ int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_dec
  * or tiles[1] is a B tile packed by nnt_insert_gemm_pack with *packed (then the task runs on
  * a CPU worker, batch 1).                                                                  */
 typedef struct nnt_gemm_packing nnt_gemm_packing;
+/* log(1 + exp(x)) without overflow (the losses of preference pairs: DPO, reward models) */
+static inline double nnt_softplus(double x)
+{
+    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
 /* The GELU epilogues of either form: BIAS_GELU* write aux (gelu(C)), DGELU* read it. */
 static inline int nnt_epilogue_writes_aux(int e)
 {

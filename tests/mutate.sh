@@ -387,7 +387,7 @@ sampler_first_k_unsorted|lib/models/sample.c|s@    qsort(c, (size_t)k, sizeof \*
 sampler_first_k_heap_inverted|lib/models/sample.c|s@        if (cand_after(\&c\[0\], \&c\[v\])) {@        if (cand_after(\&c[v], \&c[0])) {@|sampling top_k: the heap keeps the worse candidate
 generate_samples_first_only|examples/nnt_generate.c|s@    for (size_t r = 0; r < nseq \&\& status == 0; r++) {@    for (size_t r = 0; r < 1 \&\& status == 0; r++) {@|nnt-generate --num-samples: only the first sample printed
 dpo_rejected_sign|lib/train/dpo.c|s@            float w = (float)(-dpi\[side\] / (double)d->per_batch);@            float w = (float)(-dpi[0] / (double)d->per_batch);@|DPO: the rejected sequence pulled up like the chosen one
-dpo_softplus_sign|lib/train/dpo.c|s@    return softplus(-z);@    return softplus(z);@|DPO: the loss of z instead of -z
+dpo_softplus_sign|lib/train/dpo.c|s@    return nnt_softplus(-z);@    return nnt_softplus(z);@|DPO: the loss of z instead of -z
 dpo_pairs_divisor|lib/train/dpo.c|s@            float w = (float)(-dpi\[side\] / (double)d->per_batch);@            float w = (float)(-dpi[side]);@|DPO: the gradient summed over a micro-batch pairs, not their mean
 dpo_target_mask_offset|lib/train/dpo.c|s@        tg\[t\] = t + 1 < T \&\& d->mask\[t + 1\] ? d->row\[t + 1\] : NNT_TRAINER_IGNORE;@        tg[t] = t + 1 < T \&\& d->mask[t] ? d->row[t + 1] : NNT_TRAINER_IGNORE;@|DPO: the targets counted by the mask of their input, one off
 dpo_tie_correct|lib/train/dpo.c|s@        s->correct += chosen > rejected;@        s->correct += chosen >= rejected;@|DPO: a tie counted as a correct pair
@@ -400,12 +400,12 @@ dpo_ipo_unaveraged|lib/train/dpo.c|s@        \*dc = 2.0 \* e / ac, \*dr = -2.0 \
 dpo_hinge_sign|lib/train/dpo.c|s@        double g = 1.0 - z > 0 ? -beta : 0.0;@        double g = 1.0 - z > 0 ? beta : 0.0;@|DPO, hinge: the gradient sign flipped
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
 cls_pool_all_pad|lib/models/transformer.c|s@            for (at = T - 1; at > 0@            for (at = T - 1; at > 1@|classifier: a row of padding pooled at position 1, not 0
-pairwise_sign|lib/layers/leaf.c|s@        sum += softplus_of(-(rc_ - rr))@        sum += softplus_of(rc_ - rr)@|reward model: the loss of the rejected sequence winning
+pairwise_sign|lib/layers/leaf.c|s@        sum += nnt_softplus(-(rc_ - rr))@        sum += nnt_softplus(rc_ - rr)@|reward model: the loss of the rejected sequence winning
 pairwise_center_grad|lib/layers/leaf.c|s@        double centered = 2.0 \* c->center \* (rc_ + rr);@        double centered = c->center * (rc_ + rr);@|reward model: the center term gradient halved
 pairwise_divisor|lib/layers/leaf.c|s@    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)P;@    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)B;@|reward model: the loss a mean over rows, not pairs
 cls_labels_count|lib/models/config_json.c|s@        c->num_labels = (int64_t)labels->n;@        c->num_labels = (int64_t)labels->n + 1;@|config.json: one label more than id2label names
 reward_margin_sign|lib/train/dpo.c|s@        s->margin += (double)r\[0\] - r\[1\];@        s->margin += (double)r[1] - r[0];@|reward trainer: the margin rejected minus chosen
-reward_pool_pad|lib/train/dpo.c|s@    d->pad = reward \&\& mc.has_pad_token ? mc.pad_token_id : -1;@    d->pad = -1;@|reward trainer: rows pooled at their last position, padding or not
+reward_pool_pad|lib/train/dpo.c|s@    d->pad = reward ? mc.pad_token_id : -1;@    d->pad = -1;@|reward trainer: rows pooled at their last position, padding or not
 cls_pooled_logits_row|lib/models/transformer.c|s@all + (b \* per_row + at) \* L@all + (b * per_row + at - 1) * L@|classifier: the pooled logits of the token before
 '
 

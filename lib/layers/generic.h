@@ -117,6 +117,12 @@ int gl_loss_has_targets(const nnt_layer *l);
 /* A model's loss layer l's host copy of its targets (n of them; ignore: its ignore index):
  * 1 when it has targets, else 0 (*ids undefined). */
 int gl_loss_targets(const nnt_layer *l, const int32_t **ids, int64_t *n, int32_t *ignore);
+/* The one position of row (n targets) that is not ignore (the last, when *count, their
+ * number, is above 1), or -1: a classifier's pooled position. */
+int64_t gl_marked_position(const int32_t *row, int64_t n, int32_t ignore, int64_t *count);
+/* A pairwise layer l's B pooled scores of its last forward with targets into scores: 1, or
+ * 0 when l is no such layer (or has none of B rows). */
+int gl_pairwise_scores(const nnt_layer *l, float *scores, int64_t B);
 /* *out = *opts (NNT_ATTENTION_OPTIONS_INIT if NULL), checked; NNT_E_INVAL naming fn. The
  * rope pointer is copied as is (the caller copies what it points to). */
 int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,

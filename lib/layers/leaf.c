@@ -1219,7 +1219,8 @@ static int xent_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     return NNT_OK;
 }
 
-static int xent_has_targets(const nnt_layer *l)
+/* A loss layer's vt.has_targets: it always takes targets (dy is refused). */
+static int takes_targets(const nnt_layer *l)
 {
     (void)l;
     return 1;
@@ -1235,7 +1236,7 @@ static void xent_destroy(nnt_layer *l)
 
 static const nnt_layer_vt xent_vt = {
     NNT_LAYER_CROSS_ENTROPY, "cross_entropy", xent_forward, xent_backward,
-    xent_set_targets, xent_loss, xent_has_targets, NULL, xent_destroy, NULL, NULL, NULL};
+    xent_set_targets, xent_loss, takes_targets, NULL, xent_destroy, NULL, NULL, NULL};
 
 int gl_cross_entropy_has_targets(const nnt_layer *l)
 {
@@ -1248,11 +1249,11 @@ void gl_cross_entropy_in_place(nnt_layer *l)
         ((xent *)l->impl)->in_place = 1;
 }
 
-/* The cross-entropy layer that takes l's targets (l, its inner tree's or its last child's,
+/* The loss layer of kind vt that takes l's targets (l, its inner tree's or its last child's,
  * as nnt_layer_set_targets passes them on), or NULL. */
-static nnt_layer *xent_of(nnt_layer *l)
+static nnt_layer *loss_of(nnt_layer *l, const nnt_layer_vt *vt)
 {
-    while (l && l->vt != &xent_vt) {
+    while (l && l->vt != vt) {
         nnt_layer *inner = l->vt->inner ? l->vt->inner(l) : NULL;
         l = inner && inner != l ? inner : l->nchildren > 0 ? l->children[l->nchildren - 1] : NULL;
     }
@@ -1264,7 +1265,7 @@ static nnt_layer *xent_of(nnt_layer *l)
 static int xent_forwarded(nnt_layer *l, const char *fn, int64_t n, nnt_layer **out)
 {
     NNT_TRY(nnt_layer_check(l, fn));
-    nnt_layer *x = xent_of(l);
+    nnt_layer *x = loss_of(l, &xent_vt);
     if (!x)
         return nnt_fail(l->ctx, NNT_E_INVAL, "%s: a %s layer computes no loss (no "
                         "cross-entropy layer takes its targets)", fn, l->vt->kind_name);
@@ -1360,16 +1361,24 @@ static int pairwise_set_targets(nnt_layer *l, nnt_tensor *t)
     return NNT_OK;
 }
 
+int64_t gl_marked_position(const int32_t *row, int64_t n, int32_t ignore, int64_t *count)
+{
+    int64_t at = -1;
+    *count = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (row[i] != ignore)
+            at = i, ++*count;
+    return at;
+}
+
 /* Each row's one pooled position (B rows of the targets' n / B positions) into c->pooled. */
 static int pairwise_pool(nnt_layer *l, int64_t B)
 {
     pairwise *c = l->impl;
     int64_t per_row = c->nids / B;
     for (int64_t b = 0; b < B; b++) {
-        int64_t found = -1, count = 0;
-        for (int64_t i = 0; i < per_row; i++)
-            if (c->ids[b * per_row + i] != c->ignore)
-                found = i, count++;
+        int64_t count = 0, found = gl_marked_position(c->ids + b * per_row, per_row, c->ignore,
+                                                      &count);
         if (count != 1)
             return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: row %lld of the targets "
                             "has %lld positions that are not the ignore index %d (a pairwise "
@@ -1378,12 +1387,6 @@ static int pairwise_pool(nnt_layer *l, int64_t B)
         c->pooled[b] = found;
     }
     return NNT_OK;
-}
-
-/* log(1 + exp(x)) without overflow */
-static double softplus_of(double x)
-{
-    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
 static int pairwise_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
@@ -1421,7 +1424,7 @@ static int pairwise_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
         c->score[b] = c->host[b * per_row + c->pooled[b]];
     for (int64_t p = 0; p < P; p++) {
         double rc_ = c->score[2 * p], rr = c->score[2 * p + 1];
-        sum += softplus_of(-(rc_ - rr)) + c->center * (rc_ + rr) * (rc_ + rr);
+        sum += nnt_softplus(-(rc_ - rr)) + c->center * (rc_ + rr) * (rc_ + rr);
     }
     c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)P;
     c->loss = sum / c->fwd_divisor;
@@ -1468,12 +1471,6 @@ static int pairwise_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     return NNT_OK;
 }
 
-static int pairwise_has_targets(const nnt_layer *l)
-{
-    (void)l;
-    return 1;
-}
-
 static void pairwise_destroy(nnt_layer *l)
 {
     pairwise *c = l->impl;
@@ -1484,8 +1481,8 @@ static void pairwise_destroy(nnt_layer *l)
 
 static const nnt_layer_vt pairwise_vt = {
     NNT_LAYER_PAIRWISE, "pairwise", pairwise_forward, pairwise_backward,
-    pairwise_set_targets, pairwise_loss, pairwise_has_targets, NULL, pairwise_destroy, NULL,
-    NULL, NULL};
+    pairwise_set_targets, pairwise_loss, takes_targets, NULL, pairwise_destroy, NULL, NULL,
+    NULL};
 
 NNT_API int nnt_layer_pairwise_create(nnt_ctx *ctx, int32_t ignore_index, double center,
                                       nnt_layer **out)
@@ -1509,6 +1506,16 @@ int gl_loss_has_targets(const nnt_layer *l)
                                  : gl_cross_entropy_has_targets(l);
 }
 
+int gl_pairwise_scores(const nnt_layer *l, float *scores, int64_t B)
+{
+    const pairwise *c = l->vt == &pairwise_vt ? l->impl : NULL;
+    if (!c || !c->with_loss || c->rows != B)
+        return 0;
+    for (int64_t b = 0; b < B; b++)
+        scores[b] = (float)c->score[b];   /* (read from floats: exact) */
+    return 1;
+}
+
 int gl_loss_targets(const nnt_layer *l, const int32_t **ids, int64_t *n, int32_t *ignore)
 {
     if (l->vt == &pairwise_vt) {
@@ -1528,11 +1535,7 @@ NNT_API int nnt_layer_set_pairwise_center(nnt_layer *layer, double center)
 {
     static const char fn[] = "nnt_layer_set_pairwise_center";
     NNT_TRY(nnt_layer_check(layer, fn));
-    nnt_layer *l = layer;
-    while (l && l->vt != &pairwise_vt) {   /* the layer, its inner tree's or last child's */
-        nnt_layer *inner = l->vt->inner ? l->vt->inner(l) : NULL;
-        l = inner && inner != l ? inner : l->nchildren > 0 ? l->children[l->nchildren - 1] : NULL;
-    }
+    nnt_layer *l = loss_of(layer, &pairwise_vt);
     if (!l)
         return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: a %s layer has no pairwise loss (a "
                         "reward model: num_labels 1)", fn, layer->vt->kind_name);

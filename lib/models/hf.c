@@ -694,6 +694,12 @@ typedef struct hf_reading {
                          file's head is not read (transformers' from_pretrained so)     */
 } hf_reading;
 
+/* t is the classifier's own head that g's reading leaves as it is. */
+static int keeps_head(const hf_reading *g, const hf_tensor *t)
+{
+    return g->keep_score && strcmp(t->name, SCORE) == 0;
+}
+
 static int starts_with(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -886,7 +892,7 @@ static int check_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     hf_reading *g = arg;
     nnt_ctx *ctx = ps->model->ctx;
-    if (g->keep_score && strcmp(t->name, SCORE) == 0)
+    if (keeps_head(g, t))
         return NNT_OK;
     if (t->stacked)
         return check_stack(ps, g, t);
@@ -976,7 +982,7 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     hf_reading *g = arg;
     nnt_ctx *ctx = ps->model->ctx;
-    if (g->keep_score && strcmp(t->name, SCORE) == 0)
+    if (keeps_head(g, t))
         return NNT_OK;
     if (t->stacked)
         return fill_stack(ps, g, t);

@@ -712,15 +712,14 @@ NNT_API int nnt_model_pooled_logits(nnt_layer *model, float *logits, int64_t n)
     if (!logits || n != B * L)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: logits %p, n %lld (B * num_labels = "
                         "%lld)", fn, (void *)logits, (long long)n, (long long)(B * L));
+    if (gl_pairwise_scores(loss, logits, B))   /* a reward model's loss read them already */
+        return NNT_OK;
     float *all = malloc((size_t)(nids * L) * sizeof *all);   // (B, T, L)
     if (!all)
         return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     int rc = nnt_tensor_copy_to_host(m->logits, all, (size_t)(nids * L) * sizeof *all);
     for (int64_t b = 0; rc == 0 && b < B; b++) {
-        int64_t at = -1;
-        for (int64_t t = 0; t < per_row; t++)
-            if (ids[b * per_row + t] != ignore)
-                at = t;
+        int64_t count = 0, at = gl_marked_position(ids + b * per_row, per_row, ignore, &count);
         if (at < 0)
             rc = nnt_fail(model->ctx, NNT_E_STATE, "%s: row %lld of the targets pools no "
                           "position", fn, (long long)b);

@@ -84,8 +84,9 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     const nnt_trainer_options *o = &tr->o;
     int64_t B = o->batch, T = o->seq;
     nnt_model_config mc;
-    int reward = nnt_model_config_of(tr->model, &mc) == 0 && mc.num_labels == 1;
-    if (nnt_model_config_of(tr->model, &mc) == 0 && mc.num_labels > 1)
+    int model = nnt_model_config_of(tr->model, &mc) == 0;   /* (else a layer of the caller's) */
+    int reward = model && mc.num_labels == 1;
+    if (model && mc.num_labels > 1)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: a classifier of %lld labels: the trainer "
                         "trains language models and reward models (num_labels 1); train it "
                         "with nnt_layer_forward / _backward on nnt_model_pool_targets", fn,
@@ -115,7 +116,7 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->per_batch = B / 2;
     d->reward = reward;
     d->ref_ready = reward;   /* no reference */
-    d->pad = reward && mc.has_pad_token ? mc.pad_token_id : -1;
+    d->pad = reward ? mc.pad_token_id : -1;   /* (a reward model has one: checked above) */
     nnt_data *sources[2] = {tr->data, o->val_batches > 0 ? (o->val_data ? o->val_data : tr->data)
                                                          : NULL};
     const char *what[2] = {"training data", "held-out data"};
@@ -236,12 +237,6 @@ static int forward_logps(nnt_trainer *tr, double *logp)
     return NNT_OK;
 }
 
-/* log(1 + exp(x)) without overflow. */
-static double softplus(double x)
-{
-    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
-}
-
 /* Pair j's loss (TRL's loss_type) from its rows' log ratios lc, lr (summed over their counted
  * targets, nc and nr of them); *dc, *dr its derivatives by the rows' log-likelihoods. */
 static double pair_loss(const nnt_trainer *tr, double lc, double lr, int64_t nc, int64_t nr,
@@ -262,7 +257,7 @@ static double pair_loss(const nnt_trainer *tr, double lc, double lr, int64_t nc,
     /* d softplus(-z) / d pi_c = -beta sigmoid(-z) */
     double g = -beta / (1.0 + exp(z));
     *dc = g, *dr = -g;
-    return softplus(-z);
+    return nnt_softplus(-z);
 }
 
 /* The pairs' losses and rewards into s; with weights, the targets' weights of d loss / d

@@ -131,6 +131,12 @@ static int open_tokenizer(run_parts *p)
 
 /* ---- the model ------------------------------------------------------------------------- */
 
+/* The run reads pairs of rows (chosen, rejected): DPO, or a reward model (num_labels 1). */
+static int reads_pairs(const run_parts *p)
+{
+    return p->o.dpo_beta > 0 || p->cfg.num_labels == 1;
+}
+
 /* The model of the source or configuration, for batches of (B, T), and its fine-tuning. */
 static int open_model(run_parts *p)
 {
@@ -171,9 +177,10 @@ static int open_model(run_parts *p)
      * 32 GB); else loaded, or (source NULL) created from the seed */
     int tunes = r->lora || (r->freeze && *r->freeze) || (r->load_peft && r->freeze_mode);
     int narrows = r->precision == NNT_PRECISION_BF16 || r->freeze_mode == NNT_FREEZE_NF4;
-    int read_late = (tunes && narrows && hf) || (hf && (relabel || repad));
+    int reheaded = hf && (relabel || repad);   /* read into a model of another head or pad */
+    int read_late = (tunes && narrows && hf) || reheaded;
     int init_late = tunes && nnt_model_source_is_fresh(r->model_source);
-    if (hf && (relabel || repad))   /* the head transformers initialises: from the seed */
+    if (reheaded)   /* the head transformers initialises: from the seed */
         rc = nnt_model_build_init(p->ctx, "nnt_model_create", &p->cfg, o->batch, o->seq,
                                   &p->tiling, o->seed, &p->model);
     else if (read_late || init_late)
@@ -251,8 +258,7 @@ static int open_validation(run_parts *p, int64_t held_out)
         p->val_start = p->train_tokens, p->val_len = held_out;
     }
     /* (DPO reads whole rows, B T tokens a batch; the others windows of B T + 1) */
-    int pairs = p->o.dpo_beta > 0 || p->cfg.num_labels == 1;   /* DPO, a reward model */
-    int64_t fit = pairs ? p->val_len / bt : p->val_len > bt ? (p->val_len - 1) / bt : 0;
+    int64_t fit = reads_pairs(p) ? p->val_len / bt : p->val_len > bt ? (p->val_len - 1) / bt : 0;
     if ((r->val_data || held_out) && fit == 0)
         return nnt_fail(p->ctx, NNT_E_INVAL, "%s: %s holds %lld tokens, fewer than one batch of "
                         "B x T + 1 = %lld: %s, or smaller batches", r->val_data ? "val_data"
@@ -294,7 +300,7 @@ static int open_tokens(run_parts *p)
     held_out = (int64_t)((double)n * r->val_split);
     nnt_data_info di = NNT_DATA_INFO_INIT;   /* rows of whole examples: split on a row */
     if (nnt_data_info_get(p->data, &di) == 0 && di.block > 0)   /* DPO: on a pair of rows */
-        held_out -= held_out % (di.block * (p->o.dpo_beta > 0 || p->cfg.num_labels == 1 ? 2 : 1));
+        held_out -= held_out % (di.block * (reads_pairs(p) ? 2 : 1));
     p->train_tokens = n - held_out;
     if (p->train_tokens < 2)
         return nnt_fail(p->ctx, NNT_E_INVAL, "data: %s: %lld tokens%s, at least 2 are needed",
