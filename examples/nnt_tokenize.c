@@ -42,6 +42,7 @@ typedef struct opts {
     /* --jsonl: prompt/answer records (examples/tokenize_jsonl.c)                          */
     int jsonl, pack, pad;
     int preference;               /* --preference: preference records, a pair two rows     */
+    int64_t num_labels;           /* --num-labels: classification records                  */
     int64_t seq;
     int too_long;                 /* 0 refuse, 1 cut                                        */
     int loss;                     /* -1 unset, 0 answers, 1 all                             */
@@ -88,6 +89,10 @@ static const cli_option table[] = {
              "sharing their prompt), TRL's DPO\nforms: each record's chosen and rejected "
              "sequences\nin two rows, for nnt-train --dpo-beta (implies\n--jsonl; not with "
              "--pack)"),
+    OPT_INT("num-labels", num_labels, 2, 1 << 20, NULL, 0, "N", "the INPUTs are JSON Lines of "
+            "classification records\n{\"text\", \"label\"} (labels 0 .. N - 1): each text "
+            "then its\nlabel, the one target that counts, for nnt-train\n--num-labels N "
+            "(implies --jsonl)"),
     OPT_INT("seq", seq, 2, 2147483647.0, NULL, 0, "T", "rows of T tokens, nnt-train's --seq "
             "(needed with\n--jsonl)"),
     OPT_FLAG("pad", pad, 0, NULL),
@@ -163,7 +168,9 @@ static int parse_opts(int argc, char **argv, opts *o)
     if (o->preference && o->pack)
         return usage("%s", "--preference lays each sequence of a pair in a row of its own: "
                      "not with --pack");
-    o->jsonl |= o->preference;
+    if (o->preference && o->num_labels)
+        return usage("%s", "give one of --preference and --num-labels");
+    o->jsonl |= o->preference || o->num_labels;
     if (!o->jsonl && (o->seq || o->pack || o->pad || o->too_long > 0 || o->chat_template > 0 ||
                       o->tokenizer_config || o->chat_date || o->loss >= 0))
         return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template, --chat-date, "
@@ -180,15 +187,23 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
-                    o->loss == 2, o->preference};
+                    o->loss == 2, o->preference, o->num_labels};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);
-    if (rc == 0 && isatty(2))
+    if (rc == 0 && isatty(2)) {
         fprintf(stderr, "nnt-tokenize: %lld %s (%lld cut) in %lld rows of %lld, %lld "
-                "targets count in the loss\n", (long long)st.examples,
+                "targets count in the loss", (long long)st.examples,
                 o->preference ? "sequences of pairs" : "examples", (long long)st.cut,
                 (long long)st.rows, (long long)o->seq, (long long)st.counted);
+        for (int64_t k = 0; k < o->num_labels && k < 16; k++)   /* (the first 16) */
+            fprintf(stderr, "%s%lld: %lld", k ? ", " : "; examples of label ", (long long)k,
+                    (long long)st.label_counts[k]);
+        if (o->num_labels > 16)
+            fprintf(stderr, ", ...");
+        fputc('\n', stderr);
+    }
+    free(st.label_counts);
     return rc;
 }
 

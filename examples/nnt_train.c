@@ -338,7 +338,8 @@ static int open_run(trainer *t)
     t->done = t->ti.step;
     int64_t tok_vocab = 0;   /* the sample's prompt goes through the tokenizer */
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
-    if (o->sample > 0 && tok_vocab > t->cfg.vocab)
+    if (o->sample > 0 && t->cfg.num_labels == 0 && tok_vocab > t->cfg.vocab)   /* (classifiers:
+                                                                                 no sample) */
         return train_usage_error("the tokenizer has %lld tokens but the model's vocab is %lld "
                                  "(--vocab, --tokenizer (or --sample 0 with token files))",
                                  (long long)tok_vocab, (long long)t->cfg.vocab);
@@ -437,7 +438,8 @@ static void report_line(trainer *t, const nnt_trainer_report *r)
     int live = !val && t->live && r->step % every && r->step != steps && !r->validates;
     char line[1024] = "";
     if (t->o.print_loss) {
-        printf("%s %lld loss %.6f\n", val ? "val" : "step", (long long)r->step, r->loss);
+        printf("%s %lld loss %.6f", val ? "val" : "step", (long long)r->step, r->loss);
+        printf(val && r->examples ? " accuracy %.6f\n" : "\n", r->accuracy);   /* a classifier's */
         fflush(stdout);
         return;
     }
@@ -590,12 +592,21 @@ static int trains_reward(const trainer *t)
     return t->o.run.num_labels == 1 || (t->o.run.num_labels == 0 && t->cfg.num_labels == 1);
 }
 
+/* The labels of a classifier the run trains (--num-labels N >= 2, or a source's classifier
+ * of several labels), else 0. */
+static int64_t trains_labels(const trainer *t)
+{
+    int64_t n = t->o.run.num_labels ? t->o.run.num_labels : t->cfg.num_labels;
+    return n >= 2 ? n : 0;
+}
+
 /* --data or --val-data FILE.jsonl (format auto): prompt/answer records (TRL's forms) made
  * into a token file with a loss mask, OUT/FILE.tokens.bin (--val-data's FILE.val-tokens.bin),
  * rows of T, one example a row (--pack: several), those longer than T cut (--too-long),
  * with --chat-template, --loss, --chat-date and --tokenizer-config as nnt-tokenize --jsonl
  * --seq T takes them (through nnt_sft), which the run then reads; preference records (DPO,
- * a reward model) as pairs of rows. One process only (rank 0 would write it while the others
+ * a reward model) as pairs of rows; classification records (a classifier) as each text then
+ * its label. One process only (rank 0 would write it while the others
  * read). */
 static int jsonl_data(trainer *t, const char *option, const char **path, int which)
 {
@@ -630,22 +641,29 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
                      o->jsonl_loss == 1, o->jsonl_loss == 2,
-                     pairs};
+                     pairs, trains_labels(t)};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
     nnt_tokenizer_destroy(tok);
     if (rc) {
         fprintf(stderr, "nnt-train: %s %s: not made into a token file\n", option, *path);
+        free(st.label_counts);
         free(out);
         return 1;
     }
-    if (trains_reward(t) && o->run.pad_token_id < 0)   /* TRL: the tokenizer's */
+    if ((trains_reward(t) || jo.num_labels) && o->run.pad_token_id < 0)   /* TRL: the tokenizer's */
         o->run.pad_token_id = st.pad;
+    char labels[256] = "";   /* a classifier's: the examples of each label (the first 8) */
+    for (int64_t k = 0, at = 0; k < jo.num_labels && k < 8 && at < (int64_t)sizeof labels; k++)
+        at += snprintf(labels + at, sizeof labels - (size_t)at, "%s%lld: %lld%s",
+                       k ? ", " : " (labels ", (long long)k, (long long)st.label_counts[k],
+                       k + 1 == jo.num_labels ? ")" : k == 7 ? ", ...)" : "");
+    free(st.label_counts);
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
-             "%s (%lld %scut to T %lld) in %lld rows, %lld tokens count in the loss, "
+             "%s%s (%lld %scut to T %lld) in %lld rows, %lld tokens count in the loss, "
              "written to %s\n", *path, (long long)(pairs ? st.examples / 2 : st.examples),
-             pairs ? "preference pairs" : "examples", (long long)st.cut,
+             pairs ? "preference pairs" : "examples", labels, (long long)st.cut,
              pairs ? "sequences " : "",
              (long long)o->loop.seq, (long long)st.rows, (long long)st.counted, out);
     t->jsonl_bin[which] = out;

@@ -44,11 +44,64 @@ static int write_one(const char *where, nnt_token_writer *w, int64_t T, const in
     return 0;
 }
 
-/* The records of one file into the writer (preference: a record's chosen and rejected
- * sequences, each its row); counts into *st. */
-static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T,
-                    int preference, jsonl_stats *st)
+/* A classification record's text then its label (the one target that counts) into
+ * *row / *counts (grown as needed): the text cut to T - 1 tokens with cut, else refused
+ * when longer; *n the row's length. */
+static int labelled_row(const char *where, nnt_sft *s, const char *record, size_t len,
+                        const jsonl_opts *o, int32_t **row, uint8_t **counts, size_t *cap,
+                        size_t *n, jsonl_stats *st)
 {
+    const int32_t *ids;
+    size_t nids;
+    int64_t label;
+    int e = nnt_sft_encode_labelled(s, record, len, &ids, &nids, &label);
+    if (e)
+        return fail_lib(where, e);
+    if (label >= o->num_labels) {
+        fprintf(stderr, "%s: %s: the label %lld is not below the %lld labels (--num-labels)\n",
+                prog, where, (long long)label, (long long)o->num_labels);
+        return 1;
+    }
+    if ((int64_t)nids > o->seq - 1) {
+        if (!o->cut) {
+            fprintf(stderr, "%s: %s: the text has %zu tokens, more than the %lld a row holds "
+                    "before its label: give --too-long cut to keep the first %lld, or a larger "
+                    "--seq\n", prog, where, nids, (long long)o->seq - 1, (long long)o->seq - 1);
+            return 1;
+        }
+        nids = (size_t)o->seq - 1;
+        st->cut++;
+    }
+    if (nids + 1 > *cap) {
+        int32_t *r = realloc(*row, (nids + 1) * sizeof *r);
+        if (r)
+            *row = r;
+        uint8_t *c = r ? realloc(*counts, nids + 1) : NULL;
+        if (!c) {
+            fprintf(stderr, "%s: out of memory\n", prog);
+            return 1;
+        }
+        *counts = c, *cap = nids + 1;
+    }
+    memcpy(*row, ids, nids * sizeof *ids);
+    (*row)[nids] = (int32_t)label;
+    memset(*counts, 0, nids);
+    (*counts)[nids] = 1;
+    *n = nids + 1;
+    st->label_counts[label]++;
+    return 0;
+}
+
+/* The records of one file into the writer (preference: a record's chosen and rejected
+ * sequences, each its row; num_labels: a record's text and label); counts into *st. */
+static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jsonl_opts *o,
+                    jsonl_stats *st)
+{
+    int64_t T = o->seq;
+    int preference = o->preference;
+    int32_t *row = NULL;
+    uint8_t *row_counts = NULL;
+    size_t row_cap = 0;
     FILE *f = fopen(path, "r");
     if (!f) {
         fprintf(stderr, "%s: %s: cannot open: %s\n", prog, path, strerror(errno));
@@ -72,13 +125,20 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T
         const int32_t *ids[2];
         const uint8_t *counts[2];
         size_t n[2];
-        int e = preference ? nnt_sft_encode_preference(s, line + bom, (size_t)(len - bom), ids,
-                                                       counts, n)
-                           : nnt_sft_encode(s, line + bom, (size_t)(len - bom), &ids[0],
-                                            &counts[0], &n[0]);
-        if (e) {
-            rc = fail_lib(where, e);
-            break;
+        if (o->num_labels) {
+            if ((rc = labelled_row(where, s, line + bom, (size_t)(len - bom), o, &row,
+                                   &row_counts, &row_cap, &n[0], st)) != 0)
+                break;
+            ids[0] = row, counts[0] = row_counts;
+        } else {
+            int e = preference ? nnt_sft_encode_preference(s, line + bom, (size_t)(len - bom),
+                                                           ids, counts, n)
+                               : nnt_sft_encode(s, line + bom, (size_t)(len - bom), &ids[0],
+                                                &counts[0], &n[0]);
+            if (e) {
+                rc = fail_lib(where, e);
+                break;
+            }
         }
         for (int k = 0; rc == 0 && k < 1 + preference; k++)
             rc = write_one(where, w, T, ids[k], counts[k], n[k], st);
@@ -88,6 +148,8 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T
         rc = 1;
     }
     free(line);
+    free(row);
+    free(row_counts);
     fclose(f);
     return rc;
 }
@@ -97,6 +159,11 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
 {
     memset(st, 0, sizeof *st);
     prog = o->program ? o->program : "nnt-tokenize";
+    if (o->num_labels &&
+        !(st->label_counts = calloc((size_t)o->num_labels, sizeof *st->label_counts))) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
     char *found = o->tokenizer_config ? NULL : cli_config_beside(o->tokenizer_json);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = o->tokenizer_config ? o->tokenizer_config : found;
@@ -120,7 +187,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
         return fail_lib("nnt_token_writer_open", rc);
     }
     for (int i = 0; rc == 0 && i < ninputs; i++)
-        rc = one_file(inputs[i], s, w, o->seq, o->preference, st);
+        rc = one_file(inputs[i], s, w, o, st);
     nnt_sft_destroy(s);
     int64_t n = 0;
     nnt_token_writer_count(w, &n);

@@ -18,15 +18,20 @@ typedef struct jsonl_opts {
     int assistant_only;               /* 1: a completion's assistant turns alone count   */
     int preference;                   /* 1: preference records (DPO): each record's chosen
                                          and rejected sequences in two rows, one a row      */
+    int64_t num_labels;               /* >= 2: classification records {"text", "label"}:
+                                         the text, then its label (below num_labels), the
+                                         one target that counts; 0: none                   */
 } jsonl_opts;
 
 typedef struct jsonl_stats {
     int64_t examples, cut, rows, counted;   /* (preference: a pair two examples) */
+    int64_t *label_counts;            /* num_labels: the examples of each label (malloc'd) */
     int64_t empty;                    /* examples of which no token counts once cut to T */
     int32_t pad;                      /* the id rows are padded with (nnt_sft_pad_id)     */
 } jsonl_stats;
 
-/* 0, or 1 after a message on stderr naming the file and line. */
+/* 0, or 1 after a message on stderr naming the file and line; the caller frees
+ * st->label_counts either way. */
 int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs, int ninputs,
                    const char *out, int bits, int64_t vocab, jsonl_stats *st);
 

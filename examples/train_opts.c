@@ -176,8 +176,9 @@ static const cli_option table[] = {
     OPT_INT("num-labels", run.num_labels, 0, 1 << 20, "0", 0, "N",
             "make the model a sequence classifier of N labels\n(transformers' "
             "*ForSequenceClassification: a score\nhead; a --load-hf language model gives the "
-            "rest); 1: a\nreward model trained on --data FILE.jsonl of\npreference records "
-            "(TRL's RewardTrainer; default:\nthe model's own)"),
+            "rest), trained on --data FILE.jsonl of\nclassification records ({\"text\", "
+            "\"label\"}); 1: a\nreward model trained on --data FILE.jsonl of\npreference "
+            "records (TRL's RewardTrainer; default:\nthe model's own)"),
     OPT_INT("pad-id", run.pad_token_id, -1, BIG, "-1", 0, "ID",
             "a classifier's padding id, where its rows end\n(default: the tokenizer's pad_token, "
             "else eos_token,\nwith .jsonl data; else the model's pad_token_id)"),
@@ -458,11 +459,12 @@ static int check_combinations(const train_opts *o)
     if (o->run.num_labels == 1 && o->loop.dpo_beta > 0)
         return train_usage_error("--dpo-beta trains a language model, not a reward model "
                                  "(--num-labels 1)");
-    if (o->run.num_labels > 1)
-        return train_usage_error("--num-labels %lld: nnt-train trains reward models (1) on "
-                                 "preference pairs; classifiers of several labels are trained "
-                                 "through the library (nnt_model_pool_targets) for now",
-                                 (long long)o->run.num_labels);
+    if (o->run.num_labels > 1 && o->loop.dpo_beta > 0)
+        return train_usage_error("--dpo-beta trains a language model, not a classifier "
+                                 "(--num-labels %lld)", (long long)o->run.num_labels);
+    if (o->run.num_labels > 1 && o->loop.reward_center > 0)
+        return train_usage_error("--reward-center is for reward models (--num-labels 1), not "
+                                 "a classifier of %lld labels", (long long)o->run.num_labels);
     if (o->loop.dpo_beta > 0 && o->loop.batch % 2)
         return train_usage_error("--dpo-beta takes pairs (chosen, rejected) side by side: "
                                  "--batch must be even, not %lld", (long long)o->loop.batch);

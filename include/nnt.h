@@ -1879,6 +1879,15 @@ NNT_API int nnt_sft_encode_prompt(nnt_sft *s, const char *record, size_t len,
 NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len,
                                       const int32_t *ids[2], const uint8_t *counts[2],
                                       size_t n[2]);
+/* A classification record (transformers' text classification; new in 0.3): {"text": T,
+ * "label": K}, K an integer from 0 (the class's index). *ids get T's ids as tokenizer(text)
+ * gives them (with the special tokens the tokenizer's post-processor adds, e.g. Llama 3's
+ * <|begin_of_text|>; no eos), *n of them (at least 1), valid until the next call; *label K.
+ * A classifier trains on its text followed by its label (the one target that counts:
+ * nnt_trainer_create(3), nnt-tokenize --num-labels). A malformed record, other keys, a text
+ * not a string or of no token, a label not such an integer are NNT_E_FORMAT naming it. */
+NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
+                                    const int32_t **ids, size_t *n, int64_t *label);
 
 /* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
  * directory: its tokenizer.json), used with
@@ -1954,6 +1963,10 @@ typedef struct nnt_trainer_report {
     double dpo_margin;           /* DPO: the mean of the chosen reward minus the rejected one
                                     (TRL's rewards/margins); a reward model's: of the chosen
                                     score minus the rejected one (its margin); 0 otherwise   */
+    /* new in 0.3 (read them only when size covers them) */
+    double accuracy;             /* a classifier's (num_labels >= 2) validation: the share of
+                                    its examples whose largest logit is their label; else 0  */
+    int64_t examples;            /* that validation's examples (its counted targets)         */
 } nnt_trainer_report;
 
 /* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */

@@ -612,18 +612,22 @@ int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_dec
                         float grad_scale, int first_step, starpu_data_handle_t p,
                         starpu_data_handle_t g, starpu_data_handle_t buf);
 
-/* lib/codelets/gemm.c: mnkb = {m, n, k, batch} of the tiles; tiles = {A, B, C, bias or NULL,
- * aux or NULL}; c_mode is C's access mode; the epilogue runs after the product in this task.
- * The product's operands have ctx's precision (ctx->precision when submitted). packed: NULL,
- * or tiles[1] is a B tile packed by nnt_insert_gemm_pack with *packed (then the task runs on
- * a CPU worker, batch 1).                                                                  */
-typedef struct nnt_gemm_packing nnt_gemm_packing;
 /* log(1 + exp(x)) without overflow (the losses of preference pairs: DPO, reward models) */
 static inline double nnt_softplus(double x)
 {
     return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
+/* lib/models/transformer.c: of a classifier's (num_labels >= 2) last forward with targets,
+ * the targets that count and those its largest logit gets right (validation accuracy). */
+int nnt_model_label_hits(nnt_layer *model, int64_t *hits, int64_t *counted);
+
+/* lib/codelets/gemm.c: mnkb = {m, n, k, batch} of the tiles; tiles = {A, B, C, bias or NULL,
+ * aux or NULL}; c_mode is C's access mode; the epilogue runs after the product in this task.
+ * The product's operands have ctx's precision (ctx->precision when submitted). packed: NULL,
+ * or tiles[1] is a B tile packed by nnt_insert_gemm_pack with *packed (then the task runs on
+ * a CPU worker, batch 1).                                                                  */
+typedef struct nnt_gemm_packing nnt_gemm_packing;
 /* The GELU epilogues of either form: BIAS_GELU* write aux (gelu(C)), DGELU* read it. */
 static inline int nnt_epilogue_writes_aux(int e)
 {

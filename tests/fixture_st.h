@@ -171,16 +171,22 @@ static inline double fixture_worst_against(nnt_layer *l, nnt_st_reader *r, const
  * gen_window_fixtures.py) ------------------------------------------------------------------ */
 
 /* AdamW as the fixtures' torch.optim.AdamW (lr 1e-2, weight decay 0.05, betas 0.9, 0.999,
- * eps 1e-8) over l's trainable parameters. */
-static inline nnt_optim *fixture_peft_adamw(nnt_ctx *ctx, nnt_layer *l)
+ * eps 1e-8) over l's trainable parameters, for steps of accum micro-batches. */
+static inline nnt_optim *fixture_peft_adamw_accum(nnt_ctx *ctx, nnt_layer *l, int64_t accum)
 {
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.lr = 1e-2;
     oo.weight_decay = 0.05;
+    oo.accum_steps = accum;
     nnt_optim *opt = NULL;
     FIXTURE_OK(nnt_optim_create(ctx, &oo, &opt));
     FIXTURE_OK(nnt_optim_add_layer(opt, l));
     return opt;
+}
+
+static inline nnt_optim *fixture_peft_adamw(nnt_ctx *ctx, nnt_layer *l)
+{
+    return fixture_peft_adamw_accum(ctx, l, 1);
 }
 
 /* The fixture r's steps training steps (train_tokens, train_targets (steps, b, t) in tiles of

@@ -42,6 +42,21 @@ appended): checked here when trl is installed against tests/fixtures/dpo_tiny/*.
 serve reward models as they serve DPO.
   pool.safetensors  ids (6, 7) with pad 3 (rows all pad, no pad, pad inside, ...) and
                pooled (6) int32: the positions transformers pools
+
+Text classification as nnt-train trains it from classification records ({"text", "label"},
+nnt_sft_encode_labelled, nnt-tokenize --num-labels):
+  text_train.jsonl, text_val.jsonl  12 and 4 records of 3 labels (one text longer than a row)
+  text_<tok>.expected  for the tokenizers of tests/fixtures/sft/<tok> (chatml, llama3): a
+               line "label id id ..." a record of text_train.jsonl then text_val.jsonl, the
+               ids tokenizer(text)["input_ids"] (the post-processor's special tokens, no eos,
+               not truncated)
+  llama_text/  a LlamaForSequenceClassification of 3 labels over the llama3 tokenizer's
+               vocabulary (C 32, L 2, NH 4, NKV 2, hidden 48), pad_token_id its pad_token's
+  llama_text.safetensors  losses (3 steps of B 4: the training records in order, each
+               text truncated to TEXT_T - 1 tokens as tokenizer(text, truncation=True,
+               max_length=TEXT_T - 1) does, rows padded on the right with the pad id as
+               DataCollatorWithPadding does, the cross-entropy of the pooled logits), then
+               val_loss and val_accuracy (argmax) on the 4 held-out records
 """
 import argparse
 import inspect
@@ -57,6 +72,29 @@ from transformers import (GPT2Config, GPT2ForSequenceClassification, LlamaConfig
                           LlamaForCausalLM, LlamaForSequenceClassification)
 
 T, B, V, LR, WD, STEPS, CENTER = 12, 4, 64, 1e-2, 0.1, 3, 0.25
+TEXT_T = 48   # the classification rows: a text of at most TEXT_T - 1 tokens, then its label
+
+TEXT_TRAIN = [
+    ("The service was quick and the staff were kind.", 2),
+    ("Terrible food, cold and late.", 0),
+    ("It was fine, nothing special.", 1),
+    ("I loved every minute of it!", 2),
+    ("Never again. Worst evening in years.", 0),
+    ("The room was clean; the view was average.", 1),
+    ("Brilliant \u2014 would book again \u2764", 2),
+    ("Rude staff, and the bill was wrong twice, and nobody came when we asked for help, "
+     "so we left before the dessert arrived and wrote to the manager the next morning.", 0),
+    ("Okay.", 1),
+    ("Great value for the price.", 2),
+    ("The music was far too loud.", 0),
+    ("Average in every way: parking, food, noise.", 1),
+]
+TEXT_VAL = [
+    ("Wonderful people and great coffee.", 2),
+    ("Slow, dirty and overpriced.", 0),
+    ("It was what it was.", 1),
+    ("I would happily come back.", 2),
+]
 
 
 def pooled_positions(ids, pad):
@@ -181,6 +219,54 @@ def llama_config(num_labels):
                        attn_implementation="eager")
 
 
+def text_classification(out):
+    """The classification records, their ids, and a classifier trained on them."""
+    from transformers import AutoTokenizer
+    fx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "sft")
+    for split, recs in (("train", TEXT_TRAIN), ("val", TEXT_VAL)):
+        with open(os.path.join(out, "text_%s.jsonl" % split), "w") as fh:
+            for text, label in recs:
+                fh.write(json.dumps({"text": text, "label": label}) + "\n")
+    for name in ("chatml", "llama3"):
+        tok = AutoTokenizer.from_pretrained(os.path.join(fx, name))
+        with open(os.path.join(out, "text_%s.expected" % name), "w") as fh:
+            for text, label in TEXT_TRAIN + TEXT_VAL:
+                ids = tok(text)["input_ids"]
+                fh.write(" ".join(str(v) for v in [label] + ids) + "\n")
+    tok = AutoTokenizer.from_pretrained(os.path.join(fx, "llama3"))
+    pad = tok.pad_token_id
+    cfg = llama_config(3)
+    cfg.vocab_size = len(tok)
+    torch.manual_seed(5)
+    m = LlamaForSequenceClassification(cfg).eval()
+    m.config.pad_token_id = pad
+    m.save_pretrained(os.path.join(out, "llama_text"), safe_serialization=True)
+
+    def batch(recs):
+        enc = [tok(t, truncation=True, max_length=TEXT_T - 1)["input_ids"] for t, _ in recs]
+        n = max(len(e) for e in enc)
+        ids = torch.tensor([e + [pad] * (n - len(e)) for e in enc])
+        return ids, torch.tensor([lab for _, lab in recs])
+
+    opt = adamw(m)
+    losses = []
+    for s in range(STEPS):
+        ids, labels = batch(TEXT_TRAIN[s * B:(s + 1) * B])
+        opt.zero_grad()
+        loss = cls_loss(m, ids, labels)
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    ids, labels = batch(TEXT_VAL)
+    with torch.no_grad():
+        logits = pooled_logits(m, ids)
+        val_loss = F.cross_entropy(logits, labels)
+        accuracy = (logits.argmax(-1) == labels).double().mean()
+    save_file({"losses": torch.tensor(losses, dtype=torch.float64),
+               "val_loss": val_loss.reshape(1).double(), "val_accuracy": accuracy.reshape(1)},
+              os.path.join(out, "llama_text.safetensors"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
@@ -267,7 +353,8 @@ def main():
     torch.manual_seed(4)
     lm = LlamaForCausalLM(llama_config(2))
     lm.save_pretrained(os.path.join(out, "llama_lm"), safe_serialization=True)
-    for d in ["llama_cls", "llama_rm", "gpt2_cls", "llama_lm"]:
+    text_classification(out)
+    for d in ["llama_cls", "llama_rm", "gpt2_cls", "llama_lm", "llama_text"]:
         gen = os.path.join(out, d, "generation_config.json")
         if os.path.exists(gen):
             os.remove(gen)

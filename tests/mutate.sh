@@ -407,6 +407,16 @@ cls_labels_count|lib/models/config_json.c|s@        c->num_labels = (int64_t)lab
 reward_margin_sign|lib/train/dpo.c|s@        s->margin += (double)r\[0\] - r\[1\];@        s->margin += (double)r[1] - r[0];@|reward trainer: the margin rejected minus chosen
 reward_pool_pad|lib/train/dpo.c|s@    d->pad = reward ? mc.pad_token_id : -1;@    d->pad = -1;@|reward trainer: rows pooled at their last position, padding or not
 cls_pooled_logits_row|lib/models/transformer.c|s@all + (b \* per_row + at) \* L@all + (b * per_row + at - 1) * L@|classifier: the pooled logits of the token before
+cls_label_digits|lib/data/sft.c|s@        if (digit > 9)@        if (digit > 9 \&\& digit < 0xf0)@|classification records: a label with letters (1e2) read as digits
+cls_row_label_at|examples/tokenize_jsonl.c|s@    (\*row)\[nids\] = (int32_t)label;@    (*row)[nids - 1] = (int32_t)label;@|nnt-tokenize --num-labels: the label over the text last token
+cls_row_counts_at|examples/tokenize_jsonl.c|s@    (\*counts)\[nids\] = 1;@    (*counts)[nids - 1] = 1;@|nnt-tokenize --num-labels: the text last token counts, not its label
+cls_row_cut|examples/tokenize_jsonl.c|s@        nids = (size_t)o->seq - 1;@        nids = (size_t)o->seq;@|nnt-tokenize --num-labels: a long text cut to T tokens, its label past the row
+cls_trainer_label_bound|lib/train/trainer.c|s@targets\[i\] >= tr->labels))@targets[i] > tr->labels))@|classifier trainer: a target equal to num_labels taken as a label
+cls_trainer_unmasked|lib/train/trainer.c|s@nnt_data_info_get(sources\[k\], \&di) == 0 \&\& !di.masked)@nnt_data_info_get(sources[k], \&di) == 0 \&\& 0)@|classifier trainer: data without a loss mask taken
+cls_hits_argmin|lib/models/transformer.c|s@            best = row\[k\] > row\[best\] ? k : best;@            best = row[k] < row[best] ? k : best;@|classifier validation: the accuracy of the smallest logit
+cls_accuracy_divisor|lib/train/trainer.c|s@    r->accuracy = labelled ? (double)hits / (double)labelled : 0.0;@    r->accuracy = labelled ? (double)hits / (double)(labelled + 1) : 0.0;@|classifier validation: the accuracy over one example more
+trainer_accum_unchecked|lib/train/trainer.c|s@    if (o.accum >= 1 \&\& o.accum != opt->opts.accum_steps)@    if (0)@|trainer: an optimizer summing another number of micro-batches taken
+val_rows_whole|lib/train/run.c|s@        NNT_TRY(nnt_data_info_get(src, \&di));@        (void)src;@|held-out rows: a row more needed than B of them
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

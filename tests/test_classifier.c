@@ -4,6 +4,7 @@
  * tests/gen_cls_fixtures.py): the pooling rule (nnt_model_pool_targets), a Llama classifier
  * of 3 labels, a Llama reward model (pairs of rows, the center term off its default) and
  * GPT-2's own classifier: pooled logits, loss, every gradient, 3 AdamW steps over 3 tilings;
+ * the trainer on the classifier (labelled rows: loss, accuracy, steps) and the reward model;
  * Hugging Face directories both ways; a classifier built on a language model's directory;
  * refusals. */
 #include "testutil.h"
@@ -83,15 +84,21 @@ static double forward_pooled(nnt_layer *m, const int32_t *ids, const int32_t *la
     return loss;
 }
 
-static nnt_optim *adamw(nnt_layer *m)
+/* steps of accum micro-batches */
+static nnt_optim *adamw_accum(nnt_layer *m, int64_t accum)
 {
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.lr = 1e-2, oo.beta1 = 0.9, oo.beta2 = 0.999, oo.eps = 1e-8, oo.weight_decay = 0.1;
-    oo.grad_clip = 0.0;
+    oo.grad_clip = 0.0, oo.accum_steps = accum;
     nnt_optim *opt = NULL;
     EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
     EXPECT_OK(nnt_optim_add_layer(opt, m));   /* decay on the matrices, not the norms */
     return opt;
+}
+
+static nnt_optim *adamw(nnt_layer *m)
+{
+    return adamw_accum(m, 1);
 }
 
 /* STEPS AdamW steps on the rows: the worst relative difference of their losses from the
@@ -537,7 +544,7 @@ START_TEST(reward_trainer)
         t.batch = t.batch && t.batch <= b ? t.batch : b;
         nnt_layer *m = NULL;
         EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama_rm"), b, T, &t, &m));
-        nnt_optim *opt = adamw(m);
+        nnt_optim *opt = adamw_accum(m, split ? 2 : 1);
         nnt_data *data = NULL;
         EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &data));
         rm_log log;
@@ -573,6 +580,156 @@ START_TEST(reward_trainer)
     }
     free(ids), free(rewards), free(want);
     nnt_st_close(r);
+}
+END_TEST
+
+typedef struct cls_log {
+    double loss[STEPS + 1], val_loss, accuracy;
+    int64_t examples;
+} cls_log;
+
+static int on_cls_report(const nnt_trainer_report *r, void *user)
+{
+    cls_log *l = user;
+    if (r->event == NNT_TRAINER_STEP && r->step >= 1 && r->step <= STEPS)
+        l->loss[r->step] = r->loss;
+    if (r->event == NNT_TRAINER_VALIDATION)
+        l->val_loss = r->loss, l->accuracy = r->accuracy, l->examples = r->examples;
+    return 0;
+}
+
+/* llama_cls's rows as a classifier trains on them (nnt-tokenize --num-labels): each row's
+ * tokens up to its pooled position, then its label (the one target that counts), padded
+ * with 0 to rows of T + 1 (row 0 fills T); twice (the rows, then the same held out). */
+static void write_labelled(const char *path, const int32_t *ids, const int32_t *pooled,
+                           const int32_t *labels)
+{
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1, wo.block = T + 1, wo.pad = 0;
+    nnt_token_writer *w = NULL;
+    EXPECT_OK(nnt_token_writer_open(NULL, path, &wo, &w));
+    for (int k = 0; k < 2; k++)
+        for (int b = 0; b < B; b++) {
+            int32_t row[T + 1];
+            uint8_t counts[T + 1] = {0};
+            int n = pooled[b] + 1;
+            memcpy(row, ids + b * T, (size_t)n * sizeof *row);
+            row[n] = labels[b], counts[n] = 1;
+            EXPECT_OK(nnt_token_writer_write_example(w, row, counts, (size_t)n + 1));
+        }
+    EXPECT_OK(nnt_token_writer_close(w));
+}
+
+/* Loop index: the tiling. nnt_trainer on a classifier of 3 labels (llama_cls, rows of
+ * T + 1): a validation before any step gives transformers' loss and the accuracy of its
+ * pooled logits; 3 steps (B 4; B 2 with accum 2) transformers' losses and parameters. */
+START_TEST(classifier_trainer)
+{
+    nnt_st_reader *r = fixture_open_st_path(path_of("llama_cls.safetensors"));
+    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
+    int32_t *labels = fixture_read_n(r, "labels", NNT_IO_I32, NULL);
+    int32_t *pooled = fixture_read_n(r, "pooled", NNT_IO_I32, NULL);
+    float *logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
+    double *want_loss = fixture_read_n(r, "loss", NNT_IO_F64, NULL);
+    double *want = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    const char *path = test_tmp_path("labelled.bin");
+    write_labelled(path, ids, pooled, labels);
+    int hits = 0;   /* transformers' pooled logits' argmax */
+    for (int b = 0; b < B; b++) {
+        int best = 0;
+        for (int k = 1; k < 3; k++)
+            best = logits[b * 3 + k] > logits[b * 3 + best] ? k : best;
+        hits += best == labels[b];
+    }
+    ck_assert_int_gt(hits, 0);   /* (the fixture's: 2 of 4, neither none nor all) */
+    ck_assert_int_lt(hits, B);
+    for (int split = 0; split < 2; split++) {   /* B 4; B 2 with accum 2 */
+        int64_t b = split ? 2 : B;
+        nnt_tiling t = TILINGS[_i];
+        t.batch = t.batch && t.batch <= b ? t.batch : b;
+        nnt_layer *m = NULL;
+        EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama_cls"), b, T + 1, &t, &m));
+        nnt_optim *opt = adamw_accum(m, split ? 2 : 1);
+        nnt_data *data = NULL;
+        EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &data));
+        cls_log log;
+        memset(&log, 0, sizeof log);
+        nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+        to.batch = b, to.seq = T + 1, to.accum = split ? 2 : 1, to.steps = STEPS, to.seed = 1;
+        to.train_tokens = B * (T + 1), to.val_start = B * (T + 1), to.val_len = B * (T + 1);
+        to.val_batches = split ? 2 : 1, to.update_in_backward = 0;
+        to.callback = on_cls_report, to.user = &log;
+        nnt_trainer *tr = NULL;
+        EXPECT_OK(nnt_trainer_create(m, opt, data, &to, &tr));
+        double val = 0.0;
+        EXPECT_OK(nnt_trainer_validate(tr, &val));
+        ck_assert_msg(fabs(val - want_loss[0]) / want_loss[0] < LOSS_TOL, "tiling %d, B %lld: "
+                      "held-out loss %.9g, transformers %.9g", _i, (long long)b, val,
+                      want_loss[0]);
+        ck_assert_msg(log.examples == B && log.accuracy == (double)hits / B, "tiling %d, B "
+                      "%lld: accuracy %g of %lld examples, transformers' logits %d of %d", _i,
+                      (long long)b, log.accuracy, (long long)log.examples, hits, B);
+        EXPECT_OK(nnt_trainer_run(tr, STEPS));
+        double worst = 0.0;
+        for (int st = 1; st <= STEPS; st++)
+            worst = fmax(worst, fabs(log.loss[st] - want[st - 1]) / want[st - 1]);
+        ck_assert_msg(worst < STEP_TOL, "tiling %d, B %lld: step losses rel %.3g", _i,
+                      (long long)b, worst);
+        char name[300] = "";
+        double ep = fixture_worst_against(m, r, "final", 1, name, sizeof name);
+        ck_assert_msg(ep < PARAM_TOL, "tiling %d, B %lld: %s after %d steps rel %.3g", _i,
+                      (long long)b, name, STEPS, ep);
+        fprintf(stderr, "classifier trainer tiling %d B %lld: steps %.3g params %.3g\n", _i,
+                (long long)b, worst, ep);
+        nnt_trainer_destroy(tr);
+        nnt_data_close(data);
+        nnt_optim_destroy(opt);
+        nnt_layer_destroy(m);
+    }
+    free(ids), free(labels), free(pooled), free(logits), free(want_loss), free(want);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* A classifier's data: labelled (a loss mask), its counted targets below num_labels; DPO
+ * refused. */
+START_TEST(classifier_trainer_refusals)
+{
+    nnt_layer *m = load("llama_cls", 0);
+    nnt_optim *opt = adamw(m);
+    const char *plain = test_tmp_path("plain.bin"), *ids_bin = test_tmp_path("ids.bin");
+    int32_t ids[3 * B * T];
+    uint8_t counts[3 * B * T];
+    for (int i = 0; i < 3 * B * T; i++)   /* the counted targets 3: num_labels, not below */
+        ids[i] = i % T == T - 1 ? 3 : 1 + i % 50, counts[i] = i % T == T - 1;
+    nnt_token_writer *w = NULL;
+    EXPECT_OK(nnt_token_writer_open(NULL, plain, NULL, &w));
+    EXPECT_OK(nnt_token_writer_write(w, ids, 3 * B * T));
+    EXPECT_OK(nnt_token_writer_close(w));
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1;
+    EXPECT_OK(nnt_token_writer_open(NULL, ids_bin, &wo, &w));
+    EXPECT_OK(nnt_token_writer_write_masked(w, ids, counts, 3 * B * T));
+    EXPECT_OK(nnt_token_writer_close(w));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = B, to.seq = T, to.steps = 1;
+    nnt_trainer *tr = NULL;
+    nnt_data *data = NULL;
+    EXPECT_OK(nnt_data_open(plain, NNT_DATA_AUTO, NULL, 64, &data));
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_INVAL,
+                    "a classifier of 3 labels trains on labelled examples");
+    nnt_data_close(data);
+    EXPECT_OK(nnt_data_open(ids_bin, NNT_DATA_AUTO, NULL, 64, &data));
+    to.dpo_beta = 0.1;
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_INVAL,
+                    "not a classifier of 3 labels");
+    to.dpo_beta = 0;
+    EXPECT_OK(nnt_trainer_create(m, opt, data, &to, &tr));
+    EXPECT_FAIL_MSG(nnt_trainer_step(tr), NNT_E_FORMAT, "a target that counts is 3");
+    nnt_trainer_destroy(tr);
+    nnt_data_close(data);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(m);
 }
 END_TEST
 
@@ -633,6 +790,8 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, pool_rule);
+    tcase_add_loop_test(tc, classifier_trainer, 0, 3);
+    tcase_add_test(tc, classifier_trainer_refusals);
     tcase_add_loop_test(tc, llama_classifier, 0, 3);
     tcase_add_loop_test(tc, reward_model, 0, 3);
     tcase_add_loop_test(tc, gpt2_classifier, 0, 3);

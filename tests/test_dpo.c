@@ -87,7 +87,7 @@ static run open_run(const nnt_tiling *tl, int64_t b, int64_t a, int update_in_ba
     EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama"), b, T, &t, &r.model));
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.lr = 1e-2, oo.beta1 = 0.9, oo.beta2 = 0.999, oo.eps = 1e-8, oo.weight_decay = 0.1;
-    oo.grad_clip = 0.0;
+    oo.grad_clip = 0.0, oo.accum_steps = a;
     EXPECT_OK(nnt_optim_create(ctx, &oo, &r.opt));
     EXPECT_OK(nnt_optim_add_layer(r.opt, r.model));   /* (decay: matrices, not norms) */
     EXPECT_OK(nnt_data_open(path_of("pairs.bin"), NNT_DATA_AUTO, NULL, 64, &r.data));

@@ -1094,7 +1094,7 @@ static void trainer_run(const char *data_path, const char *resume, int64_t until
     lo.dropout = 0.1;
     lo.seed = 5;   /* the masks' too; a resume brings step 2's values */
     EXPECT_OK(nnt_model_lora_add(l, &lo));
-    nnt_optim *opt = fixture_peft_adamw(ctx, l);
+    nnt_optim *opt = fixture_peft_adamw_accum(ctx, l, 2);
     nnt_data *data = NULL;
     EXPECT_OK(nnt_data_open(data_path, NNT_DATA_LLMC, NULL, V, &data));
     nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;

@@ -1840,6 +1840,97 @@ START_TEST(test_block_must_match)
 }
 END_TEST
 
+/* tests/fixtures/cls_tiny/NAME (tests/gen_cls_fixtures.py) */
+static const char *cls_fixture(const char *name, char *path, size_t cap)
+{
+    const char *top = getenv("top_srcdir");
+    snprintf(path, cap, "%s/tests/fixtures/cls_tiny/%s", top ? top : ".", name);
+    return path;
+}
+
+/* record refused by nnt_sft_encode_labelled (NNT_E_FORMAT), its message holding says */
+static void expect_label_refused(nnt_sft *s, const char *record, const char *says)
+{
+    const int32_t *ids;
+    size_t n = 7;
+    int64_t label = 7;
+    int rc = nnt_sft_encode_labelled(s, record, strlen(record), &ids, &n, &label);
+    ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", record, rc);
+    ck_assert_msg(n == 0 && label == -1, "%s: refused, but n %zu, label %lld", record, n,
+                  (long long)label);
+    ck_assert_msg(strstr(nnt_ctx_last_error(NULL), says) != NULL, "%s: message '%s' does not "
+                  "say '%s'", record, nnt_ctx_last_error(NULL), says);
+}
+
+/* Classification records (nnt_sft_encode_labelled) against transformers' tokenizer(text)
+ * (tests/fixtures/cls_tiny/text_NAME.expected: "label id ..." a record of text_train.jsonl,
+ * then text_val.jsonl): _i 0 chatml (no special tokens added), 1 llama3 (its
+ * <|begin_of_text|>); the record forms refused. */
+START_TEST(test_labelled)
+{
+    const char *name = _i ? "llama3" : "chatml";
+    char cfg[4300], line[8192], want[8192], expected[4300], set[4300], file[64];
+    nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
+    nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
+    snprintf(file, sizeof file, "text_%s.expected", name);
+    cls_fixture(file, expected, sizeof expected);
+    int at = 0, bos_seen = 0;
+    for (int split = 0; split < 2; split++) {
+        cls_fixture(split ? "text_val.jsonl" : "text_train.jsonl", set, sizeof set);
+        FILE *f = fopen(set, "r");
+        ck_assert_msg(f != NULL, "cannot open %s", set);
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = '\0';
+            read_line(expected, at++, want, sizeof want);
+            long wanted[512];
+            char *end;
+            long label = strtol(want, &end, 10);   /* "label id id ..." */
+            int n = parse_ints(want, wanted, 512);
+            const int32_t *ids;
+            size_t got = 0;
+            int64_t got_label = -1;
+            EXPECT_OK(nnt_sft_encode_labelled(s, line, strlen(line), &ids, &got, &got_label));
+            ck_assert_msg(got_label == label, "%s record %d: label %lld, want %ld", name, at,
+                          (long long)got_label, label);
+            ck_assert_msg((int)got == n, "%s record %d: %zu ids, transformers %d", name, at, got, n);
+            for (int k = 0; k < n; k++)
+                ck_assert_msg(ids[k] == wanted[k], "%s record %d: id %d is %d, transformers %ld",
+                              name, at, k, ids[k], wanted[k]);
+            bos_seen += ids[0] == 0;   /* llama3's <|begin_of_text|> is id 0 */
+        }
+        fclose(f);
+    }
+    ck_assert_int_eq(at, 16);
+    ck_assert_int_eq(bos_seen, _i ? 16 : 0);
+    expect_label_refused(s, "{\"text\": \"hi\"}", "no \"label\"");
+    expect_label_refused(s, "{\"label\": 1}", "no \"text\"");
+    expect_label_refused(s, "{\"text\": 3, \"label\": 1}", "\"text\" is not a string");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": -1}", "the label -1 is not an integer");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": 1.5}", "the label 1.5 is not");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": 1e2}", "the label 1e2 is not");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": \"pos\"}", "the label \"pos\" is not");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": true}", "the label a boolean is not");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": [1]}", "the label a list is not");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": 2147483647}", "is not an integer");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": 1, \"idx\": 4}", "unknown key \"idx\"");
+    expect_label_refused(s, "[\"hi\", 1]", "not a JSON object");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": 1", "");   /* malformed */
+    if (!_i)   /* (llama3's post-processor gives an empty text its bos) */
+        expect_label_refused(s, "{\"text\": \"\", \"label\": 0}", "an empty text");
+    const int32_t *ids;
+    size_t n = 0;
+    int64_t label = -1;
+    const char *largest = "{\"label\": 2147483646, \"text\": \"a\"}";
+    EXPECT_OK(nnt_sft_encode_labelled(s, largest, strlen(largest), &ids, &n, &label));
+    ck_assert_int_eq(label, 2147483646);
+    ck_assert_uint_eq(n, _i ? 2 : 1);
+    EXPECT_FAIL_MSG(nnt_sft_encode_labelled(s, "{}", 2, &ids, &n, NULL), NNT_E_INVAL,
+                    "a NULL argument");
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sft");
@@ -1864,6 +1955,7 @@ int main(void)
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);
     tcase_add_test(tc, test_block_must_match);
+    tcase_add_loop_test(tc, test_labelled, 0, 2);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -462,6 +462,12 @@ START_TEST(test_misuse)
     EXPECT_FAIL_MSG(nnt_trainer_create(a.model, a.opt, a.data, &to, &tr), NNT_E_INVAL,
                     "nnt_trainer_create");
     to = trainer_options(&a, 1, 0);
+    to.accum = 2;   /* the optimizer sums 1 micro-batch a step */
+    EXPECT_FAIL_MSG(nnt_trainer_create(a.model, a.opt, a.data, &to, &tr), NNT_E_INVAL,
+                    "accum 2 micro-batches a step, but the optimizer divides the summed "
+                    "gradients by its accum_steps 1");
+    ck_assert_ptr_null(tr);
+    to = trainer_options(&a, 1, 0);
     to.size = 8;
     EXPECT_FAIL_MSG(nnt_trainer_create(a.model, a.opt, a.data, &to, &tr), NNT_E_INVAL,
                     "nnt_trainer_create");

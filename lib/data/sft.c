@@ -2186,3 +2186,72 @@ NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len
     ids[1] = s->ids, counts[1] = s->counts, n[1] = s->n;
     return NNT_OK;
 }
+
+/* ---- classification records ----------------------------------------------------------------- */
+
+/* A JSON number that is an integer in [0, 2^31 - 1) written as one (digits only) into *out. */
+static int label_value(const jv *v, int64_t *out)
+{
+    if (v->type != JV_NUM || v->len == 0 || v->len > 10)
+        return -1;
+    int64_t k = 0;
+    for (size_t i = 0; i < v->len; i++) {
+        unsigned digit = (unsigned)(unsigned char)v->s[i] - (unsigned)'0';
+        if (digit > 9)
+            return -1;
+        k = k * 10 + digit;
+    }
+    if (k > INT32_MAX - 1)
+        return -1;
+    *out = k;
+    return 0;
+}
+
+NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
+                                    const int32_t **ids, size_t *n, int64_t *label)
+{
+    static const char fn[] = "nnt_sft_encode_labelled";
+    if (!s || (!record && len) || !ids || !n || !label)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
+    *ids = NULL, *n = 0, *label = -1;
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    jv root;
+    nnt_json_init(&j, record ? record : "", len, 0, "the record", err, sizeof err);
+    int rc = hft_jv_parse(&j, &root, 0, "in the record");
+    if (rc == 0)
+        rc = nnt_json_end(&j);
+    if (rc)
+        return nnt_fail(NULL, rc, "%s: %s", fn, err);
+    const jv *text = root.type == JV_OBJ ? hft_jv_get(&root, "text") : NULL,
+             *value = root.type == JV_OBJ ? hft_jv_get(&root, "label") : NULL;
+    int64_t k = -1;
+    if (root.type != JV_OBJ)
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
+    for (size_t i = 0; rc == 0 && i < root.n; i++)
+        if (strcmp(root.keys[i], "text") && strcmp(root.keys[i], "label"))
+            rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (a classification "
+                          "record is {\"text\": T, \"label\": K})", fn, root.keys[i]);
+    if (rc == 0 && (!text || text->type != JV_STR))
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s (a classification record is {\"text\": T, "
+                      "\"label\": K})", fn, text ? "\"text\" is not a string" : "no \"text\"");
+    if (rc == 0 && (!value || label_value(value, &k))) {
+        static const char *const TYPES[] = {"null", "a boolean", "", "", "a list", "an object"};
+        int shown = value && (value->type == JV_NUM || value->type == JV_STR);
+        int width = shown ? (int)(value->len < 40 ? value->len : 40) : 16;
+        const char *quote = shown && value->type == JV_STR ? "\"" : "";
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s%s%.*s%s%s (the label is its class's index, "
+                      "an integer from 0 below 2^31 - 1)", fn, value ? "the label " : "no "
+                      "\"label\"", quote, width, shown ? value->s : value ? TYPES[value->type]
+                      : "", quote, value ? " is not an integer >= 0" : "");
+    }
+    if (rc == 0)
+        rc = encode_record(s, text->s, text->len, 1);
+    if (rc == 0 && s->n == 0)
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: an empty text (no token to classify)", fn);
+    hft_jv_free(&root);
+    if (rc)
+        return rc;
+    *ids = s->ids, *n = s->n, *label = k;
+    return NNT_OK;
+}

@@ -690,6 +690,46 @@ NNT_API int nnt_model_pool_targets(const int32_t *ids, int64_t B, int64_t T, int
     return NNT_OK;
 }
 
+/* A classifier's (num_labels >= 2) last forward with targets: *counted the targets that
+ * count (not the ignore index), *hits those whose largest logit (the first of equal ones, as
+ * torch.argmax) is their label. Between that forward and the next backward (NNT_E_STATE
+ * else); NNT_E_INVAL for other models. */
+int nnt_model_label_hits(nnt_layer *model, int64_t *hits, int64_t *counted)
+{
+    const char *fn = "nnt_model_label_hits";
+    nnt_model_config cfg;
+    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
+    nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
+    if (cfg.num_labels < 2 || tree->vt != &model_vt)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: not a classifier of several labels "
+                        "(num_labels %lld)", fn, (long long)cfg.num_labels);
+    model_impl *m = tree->impl;
+    const int32_t *ids = NULL;
+    int64_t nids = 0, L = cfg.num_labels;
+    int32_t ignore = 0;
+    if (!m->with_loss || !gl_loss_targets(tree->children[tree->nchildren - 1], &ids, &nids,
+                                          &ignore))
+        return nnt_fail(model->ctx, NNT_E_STATE, "%s: no forward with targets since the last "
+                        "backward", fn);
+    float *all = malloc((size_t)(nids * L) * sizeof *all);   // (B, T, L)
+    if (!all)
+        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = nnt_tensor_copy_to_host(m->logits, all, (size_t)(nids * L) * sizeof *all);
+    *hits = *counted = 0;
+    for (int64_t i = 0; rc == 0 && i < nids; i++) {
+        if (ids[i] == ignore)
+            continue;
+        const float *row = all + i * L;
+        int64_t best = 0;
+        for (int64_t k = 1; k < L; k++)
+            best = row[k] > row[best] ? k : best;
+        ++*counted;
+        *hits += best == ids[i];
+    }
+    free(all);
+    return rc;
+}
+
 NNT_API int nnt_model_pooled_logits(nnt_layer *model, float *logits, int64_t n)
 {
     const char *fn = "nnt_model_pooled_logits";

@@ -86,10 +86,9 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     nnt_model_config mc;
     int model = nnt_model_config_of(tr->model, &mc) == 0;   /* (else a layer of the caller's) */
     int reward = model && mc.num_labels == 1;
-    if (model && mc.num_labels > 1)
-        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: a classifier of %lld labels: the trainer "
-                        "trains language models and reward models (num_labels 1); train it "
-                        "with nnt_layer_forward / _backward on nnt_model_pool_targets", fn,
+    if (model && mc.num_labels > 1 && o->dpo_beta > 0)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) trains a language model, "
+                        "not a classifier of %lld labels", fn, o->dpo_beta,
                         (long long)mc.num_labels);
     if (o->reward_center > 0 && !reward)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: reward_center %g is for reward models (a "

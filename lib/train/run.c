@@ -257,13 +257,19 @@ static int open_validation(run_parts *p, int64_t held_out)
     } else {
         p->val_start = p->train_tokens, p->val_len = held_out;
     }
-    /* (DPO reads whole rows, B T tokens a batch; the others windows of B T + 1) */
-    int64_t fit = reads_pairs(p) ? p->val_len / bt : p->val_len > bt ? (p->val_len - 1) / bt : 0;
+    /* rows (nnt-tokenize --seq: DPO's pairs, examples) are read whole, B T tokens a batch (a
+     * row's T + 1-th token never counts); a stream in windows of B T + 1 */
+    nnt_data_info di = NNT_DATA_INFO_INIT;
+    nnt_data *src = p->val ? p->val : p->data;
+    if (src)
+        NNT_TRY(nnt_data_info_get(src, &di));
+    int whole = reads_pairs(p) || di.block > 0;
+    int64_t fit = whole ? p->val_len / bt : p->val_len > bt ? (p->val_len - 1) / bt : 0;
     if ((r->val_data || held_out) && fit == 0)
         return nnt_fail(p->ctx, NNT_E_INVAL, "%s: %s holds %lld tokens, fewer than one batch of "
-                        "B x T + 1 = %lld: %s, or smaller batches", r->val_data ? "val_data"
+                        "B x T%s = %lld: %s, or smaller batches", r->val_data ? "val_data"
                         : "val_split", r->val_data ? r->val_data : "the held-out part",
-                        (long long)p->val_len, (long long)(bt + 1),
+                        (long long)p->val_len, whole ? "" : " + 1", (long long)(bt + !whole),
                         r->val_data ? "give more" : "hold out more");
     if (r->val_data || held_out)
         p->val_batches = r->val_batches > 0 && r->val_batches < fit ? r->val_batches : fit;

@@ -112,6 +112,10 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
             o->reward_center > 0 ? " + center (r_chosen + r_rejected)^2" : "",
             (long long)mc.pad_token_id, (long long)(tr->nrows / 2), (long long)(o->batch / 2),
             o->shuffle ? ", in a new order each epoch" : "");
+    if (tr->labels)
+        add(t, "loss:      a classifier's cross-entropy over its %lld labels at each example's "
+            "last token (transformers' single_label_classification), the label the token "
+            "after it in the data; validation: loss and accuracy\n", (long long)tr->labels);
 }
 
 static void add_validation(const nnt_trainer *tr, nnt_text *t)
@@ -283,8 +287,9 @@ void nnt_trainer_text_files(const nnt_trainer *tr, nnt_text *t)
         add_file(t, o->log_dir, "loss.svg", "loss curve");
     }
     if (tr->logs_open && o->val_batches)
-        add_file(t, o->log_dir, "val.csv",
-                 "validation log: step, loss on the held-out tokens, tokens");
+        add_file(t, o->log_dir, "val.csv", tr->labels
+                 ? "validation log: step, loss on the held-out tokens, tokens, accuracy"
+                 : "validation log: step, loss on the held-out tokens, tokens");
     snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f", tr->best_val);
     if (o->best_checkpoint && tr->best_val < HUGE_VAL)
         add_file(t, NULL, o->best_checkpoint, best);

@@ -216,6 +216,10 @@ static void add_report(const nnt_trainer *tr, nnt_text *t, const nnt_trainer_rep
         return add(t, "val  %*lld/%lld  loss %.6f  rewards: accuracy %.3f, margin %.4f  on %lld "
                    "held-out tokens (%.2f s)", digits, (long long)r->step, (long long)steps,
                    r->loss, r->dpo_accuracy, r->dpo_margin, (long long)r->tokens, r->ms / 1e3);
+    if (r->event == NNT_TRAINER_VALIDATION && tr->labels)
+        return add(t, "val  %*lld/%lld  loss %.6f  accuracy %.4f  on %lld held-out examples "
+                   "(%.2f s)", digits, (long long)r->step, (long long)steps, r->loss,
+                   r->accuracy, (long long)r->examples, r->ms / 1e3);
     if (r->event == NNT_TRAINER_VALIDATION)
         return add(t, "val  %*lld/%lld  loss %.6f  on %lld held-out tokens (%.2f s)", digits,
                    (long long)r->step, (long long)steps, r->loss, (long long)r->tokens,
@@ -272,6 +276,10 @@ static void add_run(const nnt_trainer *tr, nnt_text *t)
             t->n ? "\n" : "", nnt_dpo_is_reward(tr) ? "reward model" : "DPO", ti.last_val_loss,
             (long long)ti.last_val_step,
             ti.lowest_val_loss, (long long)ti.lowest_val_step);
+    else if (ti.validations && tr->labels)   /* (nor has a classifier's) */
+        add(t, "%svalidation: classifier loss %.6f, accuracy %.4f at step %lld (lowest loss "
+            "%.6f at step %lld)", t->n ? "\n" : "", ti.last_val_loss, tr->last_val_accuracy,
+            (long long)ti.last_val_step, ti.lowest_val_loss, (long long)ti.lowest_val_step);
     else if (ti.validations)
         add(t, "%svalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
             "%lld)", t->n ? "\n" : "", ti.last_val_loss, exp(ti.last_val_loss),

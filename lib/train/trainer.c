@@ -64,8 +64,9 @@ static void free_strings(nnt_trainer_options *o)
     free((char *)o->log_dir), free((char *)o->resume), free((char *)o->keep_also);
 }
 
+/* rows: the held-out tokens are read in whole rows (DPO's pairs, data in rows of T). */
 static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options *o,
-                         const nnt_data *data, int pairs)
+                         const nnt_data *data, int rows)
 {
     if (o->batch < 1 || o->seq < 1 || o->accum < 1 || o->steps < 0 || o->train_tokens < 0 ||
         o->tile_batch < 0 || o->tile_seq < 0 || o->val_batches < 0 || o->val_every < 0 ||
@@ -89,12 +90,12 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
     if (o->update_in_backward < -1 || o->update_in_backward > 1)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: update_in_backward %d (use -1, 0 or 1)", fn,
                         o->update_in_backward);
-    /* (DPO reads rows of T tokens: B T a validation batch) */
+    /* (rows of T tokens: B T a validation batch, a row's T + 1-th token never counts) */
     if (o->val_batches > 0 &&
-        o->val_len < o->val_batches * o->batch * o->seq + (pairs ? 0 : 1))
+        o->val_len < o->val_batches * o->batch * o->seq + (rows ? 0 : 1))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %lld validation windows of B x T%s tokens "
                         "need more than the %lld held-out tokens", fn,
-                        (long long)o->val_batches, pairs ? "" : " + 1",
+                        (long long)o->val_batches, rows ? "" : " + 1",
                         (long long)o->val_len);
     if (o->val_batches > 0 && !o->val_data && !data)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: validation without data", fn);
@@ -121,6 +122,29 @@ static int check_block(const nnt_trainer *tr, const char *fn, const nnt_data_inf
                         "tokens [%lld, %lld) cut a row: split it on a multiple of %lld", fn,
                         what, (long long)block, (long long)start, (long long)(start + len),
                         (long long)block);
+    return NNT_OK;
+}
+
+/* A classifier of several labels trains on labelled examples: each text then its label, the
+ * one target that counts (nnt-tokenize --num-labels): data with a loss mask, whose counted
+ * targets are checked below num_labels as micro-batches are read (upload_batch). */
+static int classifier_prepare(nnt_trainer *tr, const char *fn, int64_t labels)
+{
+    const nnt_trainer_options *o = &tr->o;
+    if (labels < 2)
+        return NNT_OK;
+    tr->labels = labels;
+    nnt_data *sources[2] = {tr->data, o->val_batches > 0 ? (o->val_data ? o->val_data : tr->data)
+                                                         : NULL};
+    for (int k = 0; k < 2; k++) {
+        nnt_data_info di = NNT_DATA_INFO_INIT;
+        if (sources[k] && nnt_data_info_get(sources[k], &di) == 0 && !di.masked)
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: a classifier of %lld labels trains on "
+                            "labelled examples, each text followed by its label, the one "
+                            "target that counts (nnt-tokenize --num-labels; nnt_sft_encode_"
+                            "labelled): the %s has no loss mask", fn, (long long)labels,
+                            k ? "held-out data" : "training data");
+    }
     return NNT_OK;
 }
 
@@ -213,6 +237,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     tr->done = stats.step;
+    NNT_TRY(classifier_prepare(tr, fn, cfg.num_labels));
     return tr->data ? nnt_dpo_prepare(tr, fn) : NNT_OK;
 }
 
@@ -351,7 +376,9 @@ static int open_logs(nnt_trainer *tr)
     tr->nvalidations = 0, tr->low_val = HUGE_VAL, tr->low_val_step = tr->last_val_step = 0;
     NNT_TRY(start_log(tr, "train.csv", header, 0, &tr->csv));
     return tr->o.val_batches > 0
-               ? start_log(tr, "val.csv", "step,val_loss,tokens\n", 1, &tr->val_csv) : NNT_OK;
+               ? start_log(tr, "val.csv", tr->labels ? "step,val_loss,tokens,accuracy\n"
+                                                     : "step,val_loss,tokens\n", 1, &tr->val_csv)
+               : NNT_OK;
 }
 
 /* A step's row of train.csv (ms: the memory after it) and its point. */
@@ -416,9 +443,19 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
     nnt_trainer_options o;
     NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
                              "initialise them with NNT_TRAINER_OPTIONS_INIT"));
+    /* the step's gradients are the sum of its accum micro-batches' and the optimizer divides
+     * them by its accum_steps: another count would scale them (SGD's rate, the clipping) */
+    if (o.accum >= 1 && o.accum != opt->opts.accum_steps)
+        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: accum %lld micro-batches a step, but the "
+                        "optimizer divides the summed gradients by its accum_steps %lld: give "
+                        "both the same", fn, (long long)o.accum,
+                        (long long)opt->opts.accum_steps);
     nnt_model_config mc;   /* a reward model (num_labels 1) reads pairs of rows, as DPO */
     int reward = nnt_model_config_of(model, &mc) == 0 && mc.num_labels == 1;
-    NNT_TRY(check_options(opt->ctx, fn, &o, data, o.dpo_beta > 0 || reward));
+    nnt_data_info vi = NNT_DATA_INFO_INIT;   /* and so does data in rows */
+    const nnt_data *val = o.val_data ? o.val_data : data;
+    int rows = o.dpo_beta > 0 || reward || (val && nnt_data_info_get(val, &vi) == 0 && vi.block);
+    NNT_TRY(check_options(opt->ctx, fn, &o, data, rows));
     nnt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr)
         return nnt_fail(opt->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
@@ -534,6 +571,12 @@ static int upload_batch(nnt_trainer *tr, const int32_t *inputs, const int32_t *t
             tr->kept[i] = tr->mask[i] ? targets[i] : NNT_TRAINER_IGNORE;
         targets = tr->kept;
     }
+    for (size_t i = 0; tr->labels && i < n; i++)   /* (a classifier's data is masked) */
+        if (tr->mask[i] && (targets[i] < 0 || targets[i] >= tr->labels))
+            return nnt_fail(tr->ctx, NNT_E_FORMAT, "nnt_trainer: a classifier of %lld labels, "
+                            "but a target that counts is %d (the data's counted targets must "
+                            "be labels below num_labels: nnt-tokenize --num-labels)",
+                            (long long)tr->labels, (int)targets[i]);
     NNT_TRY(nnt_tensor_copy_from_host(tr->tokens, inputs, bytes));
     return nnt_tensor_copy_from_host(tr->targets, targets, bytes);
 }
@@ -734,9 +777,11 @@ static int xent_validation(nnt_trainer *tr, nnt_trainer_report *r)
     }
     divisor /= (double)o->val_batches;
     int rc = NNT_OK;
+    int64_t hits = 0, labelled = 0;   /* a classifier's: examples, right ones */
     tr->ctx->no_dropout = 1;   /* an evaluation: the adapters' dropout off */
     for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
         double loss = 0.0;
+        int64_t h = 0, c = 0;
         rc = load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt), di.masked);
         if (rc == 0)
             rc = nnt_layer_set_targets_ex(tr->model, tr->targets, divisor);
@@ -744,11 +789,15 @@ static int xent_validation(nnt_trainer *tr, nnt_trainer_report *r)
             rc = nnt_layer_forward(tr->model, tr->tokens, NULL);
         if (rc == 0)
             rc = nnt_layer_loss(tr->model, &loss);
-        sum += loss;
+        if (rc == 0 && tr->labels)
+            rc = nnt_model_label_hits(tr->model, &h, &c);
+        sum += loss, hits += h, labelled += c;
     }
     nnt_layer_set_positions(tr->model, NULL);
     tr->ctx->no_dropout = 0;
     r->loss = sum / (double)o->val_batches;
+    r->accuracy = labelled ? (double)hits / (double)labelled : 0.0;
+    r->examples = labelled;
     return rc;
 }
 
@@ -780,10 +829,12 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
     read_memory(tr, &ms, &r);
     if (out)
         *out = r.loss;
+    tr->last_val_accuracy = r.accuracy;
     if (add_validation(tr, step, r.loss))
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: loss history: out of memory");
     if (tr->val_csv) {
-        fprintf(tr->val_csv, "%lld,%.9g,%lld\n", (long long)step, r.loss, (long long)r.tokens);
+        fprintf(tr->val_csv, "%lld,%.9g,%lld", (long long)step, r.loss, (long long)r.tokens);
+        fprintf(tr->val_csv, tr->labels ? ",%.9g\n" : "\n", r.accuracy);
         if (fflush(tr->val_csv))
             return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot write val.csv: %s",
                             strerror(errno));

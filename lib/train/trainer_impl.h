@@ -35,6 +35,8 @@ struct nnt_trainer {
     uint64_t nrows;                /* shuffle: sequences of T + 1 tokens at row * T        */
     nnt_tensor *tokens, *targets;  /* (B, T) int32                                         */
     int masked;                    /* the training data has a loss mask                    */
+    int64_t labels;                /* a classifier's num_labels (>= 2): the counted targets
+                                      are labels, checked below it; 0: a language model     */
     uint8_t *mask;                 /* (B*T) which targets of a micro-batch count           */
     int32_t *kept;                 /* (B*T) the targets, those not counting ignored        */
     int32_t *window;               /* (B*T + 1) consecutive tokens                         */
@@ -71,6 +73,7 @@ struct nnt_trainer {
     int64_t ncurve, cap_curve, nval, cap_val;
     int64_t nvalidations, last_val_step, low_val_step;
     double last_val, low_val;
+    double last_val_accuracy;      /* a classifier's last validation's accuracy             */
     char *kept_previous;           /* keep_previous: where another run's files went        */
     char *resumed_options;         /* the resumed checkpoint's options string (or NULL)    */
     int checkpoint_saved;          /* a save to the checkpoint option's path succeeded     */
