@@ -1544,6 +1544,15 @@ public:
         return {example{{ids[0], n[0]}, {counts[0], n[0]}},
                 example{{ids[1], n[1]}, {counts[1], n[1]}}};
     }
+    /* A classification record {"text", "label"}: the text's ids (tokenizer(text)), and its
+     * label into *label (nnt_sft_encode_labelled). */
+    span<const std::int32_t> encode_labelled(std::string_view record, std::int64_t *label)
+    {
+        const std::int32_t *ids = nullptr;
+        std::size_t n = 0;
+        check(nnt_sft_encode_labelled(get(), record.data(), record.size(), &ids, &n, label));
+        return {ids, n};
+    }
     /* A conversation up to a user's message, with the template's generation prompt. */
     span<const std::int32_t> encode_prompt(std::string_view record)
     {

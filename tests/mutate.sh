@@ -407,7 +407,7 @@ cls_labels_count|lib/models/config_json.c|s@        c->num_labels = (int64_t)lab
 reward_margin_sign|lib/train/dpo.c|s@        s->margin += (double)r\[0\] - r\[1\];@        s->margin += (double)r[1] - r[0];@|reward trainer: the margin rejected minus chosen
 reward_pool_pad|lib/train/dpo.c|s@    d->pad = reward ? mc.pad_token_id : -1;@    d->pad = -1;@|reward trainer: rows pooled at their last position, padding or not
 cls_pooled_logits_row|lib/models/transformer.c|s@all + (b \* per_row + at) \* L@all + (b * per_row + at - 1) * L@|classifier: the pooled logits of the token before
-cls_label_digits|lib/data/sft.c|s@        if (digit > 9)@        if (digit > 9 \&\& digit < 0xf0)@|classification records: a label with letters (1e2) read as digits
+cls_label_digits|lib/data/sft.c|s@        if (digit > 9)@        if (digit > 0x35)@|classification records: a label with letters (1e2) read as digits
 cls_row_label_at|examples/tokenize_jsonl.c|s@    (\*row)\[nids\] = (int32_t)label;@    (*row)[nids - 1] = (int32_t)label;@|nnt-tokenize --num-labels: the label over the text last token
 cls_row_counts_at|examples/tokenize_jsonl.c|s@    (\*counts)\[nids\] = 1;@    (*counts)[nids - 1] = 1;@|nnt-tokenize --num-labels: the text last token counts, not its label
 cls_row_cut|examples/tokenize_jsonl.c|s@        nids = (size_t)o->seq - 1;@        nids = (size_t)o->seq;@|nnt-tokenize --num-labels: a long text cut to T tokens, its label past the row

@@ -101,6 +101,34 @@ static nnt_optim *adamw(nnt_layer *m)
     return adamw_accum(m, 1);
 }
 
+/* A trainer's run of split 0 (B 4, accum 1) or 1 (B 2, accum 2): the model of directory dir
+ * in rows of t under tiling ti (its batch tile at most b), an AdamW summing accum
+ * micro-batches, the token file at path. */
+typedef struct split_run {
+    int64_t b, accum;
+    nnt_layer *m;
+    nnt_optim *opt;
+    nnt_data *data;
+} split_run;
+
+static split_run split_open(const char *dir, int ti, int split, int64_t t, const char *path)
+{
+    split_run s = {split ? 2 : B, split ? 2 : 1, NULL, NULL, NULL};
+    nnt_tiling tl = TILINGS[ti];
+    tl.batch = tl.batch && tl.batch <= s.b ? tl.batch : s.b;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(dir), s.b, t, &tl, &s.m));
+    s.opt = adamw_accum(s.m, s.accum);
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &s.data));
+    return s;
+}
+
+static void split_close(split_run *s)
+{
+    nnt_data_close(s->data);
+    nnt_optim_destroy(s->opt);
+    nnt_layer_destroy(s->m);
+}
+
 /* STEPS AdamW steps on the rows: the worst relative difference of their losses from the
  * fixture's. */
 static double train_steps(nnt_layer *m, const int32_t *ids, const int32_t *targets,
@@ -147,16 +175,43 @@ START_TEST(pool_rule)
 }
 END_TEST
 
+/* llama_cls.safetensors: the rows, labels, pooled positions, transformers' pooled logits,
+ * loss and 3 steps' losses (and r, open, for the gradients and parameters) */
+typedef struct cls_ref {
+    nnt_st_reader *r;
+    int32_t *ids, *labels, *pooled;
+    float *logits;
+    double *loss, *losses;
+} cls_ref;
+
+static cls_ref cls_ref_read(void)
+{
+    cls_ref c;
+    c.r = fixture_open_st_path(path_of("llama_cls.safetensors"));
+    c.ids = fixture_read_n(c.r, "ids", NNT_IO_I32, NULL);
+    c.labels = fixture_read_n(c.r, "labels", NNT_IO_I32, NULL);
+    c.pooled = fixture_read_n(c.r, "pooled", NNT_IO_I32, NULL);
+    c.logits = fixture_read_n(c.r, "logits", NNT_IO_F32, NULL);
+    c.loss = fixture_read_n(c.r, "loss", NNT_IO_F64, NULL);
+    c.losses = fixture_read_n(c.r, "losses", NNT_IO_F64, NULL);
+    return c;
+}
+
+static void cls_ref_free(cls_ref *c)
+{
+    free(c->ids), free(c->labels), free(c->pooled), free(c->logits), free(c->loss);
+    free(c->losses);
+    nnt_st_close(c->r);
+}
+
 /* Loop index: the tiling. */
 START_TEST(llama_classifier)
 {
-    nnt_st_reader *r = fixture_open_st_path(path_of("llama_cls.safetensors"));
-    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
-    int32_t *labels = fixture_read_n(r, "labels", NNT_IO_I32, NULL);
-    int32_t *pooled = fixture_read_n(r, "pooled", NNT_IO_I32, NULL);
-    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
-    double *want_loss = fixture_read_n(r, "loss", NNT_IO_F64, NULL);
-    double *want_losses = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    cls_ref c = cls_ref_read();
+    nnt_st_reader *r = c.r;
+    int32_t *ids = c.ids, *labels = c.labels, *pooled = c.pooled;
+    float *want_logits = c.logits;
+    double *want_loss = c.loss, *want_losses = c.losses;
     nnt_layer *m = load("llama_cls", _i);
     nnt_model_config cfg;
     EXPECT_OK(nnt_model_config_of(m, &cfg));
@@ -186,8 +241,7 @@ START_TEST(llama_classifier)
     fprintf(stderr, "llama classifier tiling %d: logits %.3g loss %.3g grad %.3g steps %.3g "
             "params %.3g\n", _i, el, fabs(loss - want_loss[0]) / want_loss[0], eg, es, ep);
     nnt_layer_destroy(m);
-    free(ids), free(labels), free(pooled), free(want_logits), free(want_loss), free(want_losses);
-    nnt_st_close(r);
+    cls_ref_free(&c);
 }
 END_TEST
 
@@ -539,24 +593,18 @@ START_TEST(reward_trainer)
         margin += (rewards[2 * p] - rewards[2 * p + 1]) / (double)(B / 2);
     }
     for (int split = 0; split < 2; split++) {   /* B 4; B 2 with accum 2 */
-        int64_t b = split ? 2 : B;
-        nnt_tiling t = TILINGS[_i];
-        t.batch = t.batch && t.batch <= b ? t.batch : b;
-        nnt_layer *m = NULL;
-        EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama_rm"), b, T, &t, &m));
-        nnt_optim *opt = adamw_accum(m, split ? 2 : 1);
-        nnt_data *data = NULL;
-        EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &data));
+        split_run sr = split_open("llama_rm", _i, split, T, path);
+        int64_t b = sr.b;
         rm_log log;
         memset(&log, 0, sizeof log);
         nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
-        to.batch = b, to.seq = T, to.accum = split ? 2 : 1, to.steps = STEPS, to.seed = 1;
+        to.batch = b, to.seq = T, to.accum = sr.accum, to.steps = STEPS, to.seed = 1;
         to.reward_center = 0.25, to.train_tokens = B * T;
         to.val_start = B * T, to.val_len = B * T, to.val_batches = split ? 2 : 1;
         to.update_in_backward = 0;
         to.callback = on_report, to.user = &log;
         nnt_trainer *tr = NULL;
-        EXPECT_OK(nnt_trainer_create(m, opt, data, &to, &tr));
+        EXPECT_OK(nnt_trainer_create(sr.m, sr.opt, sr.data, &to, &tr));
         EXPECT_OK(nnt_trainer_run(tr, STEPS));
         double worst = 0.0;
         for (int st = 1; st <= STEPS; st++)
@@ -571,12 +619,14 @@ START_TEST(reward_trainer)
         ck_assert_msg(log.val_loss > 0 && log.val_loss < want[STEPS - 1], "held-out loss %g "
                       "after the steps (the last step's %g before its update)", log.val_loss,
                       want[STEPS - 1]);
-        fprintf(stderr, "reward trainer tiling %d B %lld: steps %.3g margin %.9g/%.9g\n", _i,
-                (long long)b, worst, log.margin[1], margin);
+        char name[300] = "";
+        double ep = fixture_worst_against(sr.m, r, "final", 1, name, sizeof name);
+        ck_assert_msg(ep < PARAM_TOL, "tiling %d, B %lld: %s after %d steps rel %.3g", _i,
+                      (long long)b, name, STEPS, ep);
+        fprintf(stderr, "reward trainer tiling %d B %lld: steps %.3g params %.3g margin "
+                "%.9g/%.9g\n", _i, (long long)b, worst, ep, log.margin[1], margin);
         nnt_trainer_destroy(tr);
-        nnt_data_close(data);
-        nnt_optim_destroy(opt);
-        nnt_layer_destroy(m);
+        split_close(&sr);
     }
     free(ids), free(rewards), free(want);
     nnt_st_close(r);
@@ -625,15 +675,13 @@ static void write_labelled(const char *path, const int32_t *ids, const int32_t *
  * pooled logits; 3 steps (B 4; B 2 with accum 2) transformers' losses and parameters. */
 START_TEST(classifier_trainer)
 {
-    nnt_st_reader *r = fixture_open_st_path(path_of("llama_cls.safetensors"));
-    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
-    int32_t *labels = fixture_read_n(r, "labels", NNT_IO_I32, NULL);
-    int32_t *pooled = fixture_read_n(r, "pooled", NNT_IO_I32, NULL);
-    float *logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
-    double *want_loss = fixture_read_n(r, "loss", NNT_IO_F64, NULL);
-    double *want = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    cls_ref c = cls_ref_read();
+    nnt_st_reader *r = c.r;
+    const int32_t *labels = c.labels;
+    const float *logits = c.logits;
+    const double *want_loss = c.loss, *want = c.losses;
     const char *path = test_tmp_path("labelled.bin");
-    write_labelled(path, ids, pooled, labels);
+    write_labelled(path, c.ids, c.pooled, labels);
     int hits = 0;   /* transformers' pooled logits' argmax */
     for (int b = 0; b < B; b++) {
         int best = 0;
@@ -644,23 +692,17 @@ START_TEST(classifier_trainer)
     ck_assert_int_gt(hits, 0);   /* (the fixture's: 2 of 4, neither none nor all) */
     ck_assert_int_lt(hits, B);
     for (int split = 0; split < 2; split++) {   /* B 4; B 2 with accum 2 */
-        int64_t b = split ? 2 : B;
-        nnt_tiling t = TILINGS[_i];
-        t.batch = t.batch && t.batch <= b ? t.batch : b;
-        nnt_layer *m = NULL;
-        EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama_cls"), b, T + 1, &t, &m));
-        nnt_optim *opt = adamw_accum(m, split ? 2 : 1);
-        nnt_data *data = NULL;
-        EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &data));
+        split_run sr = split_open("llama_cls", _i, split, T + 1, path);
+        int64_t b = sr.b;
         cls_log log;
         memset(&log, 0, sizeof log);
         nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
-        to.batch = b, to.seq = T + 1, to.accum = split ? 2 : 1, to.steps = STEPS, to.seed = 1;
+        to.batch = b, to.seq = T + 1, to.accum = sr.accum, to.steps = STEPS, to.seed = 1;
         to.train_tokens = B * (T + 1), to.val_start = B * (T + 1), to.val_len = B * (T + 1);
         to.val_batches = split ? 2 : 1, to.update_in_backward = 0;
         to.callback = on_cls_report, to.user = &log;
         nnt_trainer *tr = NULL;
-        EXPECT_OK(nnt_trainer_create(m, opt, data, &to, &tr));
+        EXPECT_OK(nnt_trainer_create(sr.m, sr.opt, sr.data, &to, &tr));
         double val = 0.0;
         EXPECT_OK(nnt_trainer_validate(tr, &val));
         ck_assert_msg(fabs(val - want_loss[0]) / want_loss[0] < LOSS_TOL, "tiling %d, B %lld: "
@@ -676,18 +718,15 @@ START_TEST(classifier_trainer)
         ck_assert_msg(worst < STEP_TOL, "tiling %d, B %lld: step losses rel %.3g", _i,
                       (long long)b, worst);
         char name[300] = "";
-        double ep = fixture_worst_against(m, r, "final", 1, name, sizeof name);
+        double ep = fixture_worst_against(sr.m, r, "final", 1, name, sizeof name);
         ck_assert_msg(ep < PARAM_TOL, "tiling %d, B %lld: %s after %d steps rel %.3g", _i,
                       (long long)b, name, STEPS, ep);
         fprintf(stderr, "classifier trainer tiling %d B %lld: steps %.3g params %.3g\n", _i,
                 (long long)b, worst, ep);
         nnt_trainer_destroy(tr);
-        nnt_data_close(data);
-        nnt_optim_destroy(opt);
-        nnt_layer_destroy(m);
+        split_close(&sr);
     }
-    free(ids), free(labels), free(pooled), free(logits), free(want_loss), free(want);
-    nnt_st_close(r);
+    cls_ref_free(&c);
 }
 END_TEST
 

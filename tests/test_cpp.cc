@@ -605,7 +605,18 @@ void test_sft(nnt::context &ctx)
     C_OK(nnt_sft_encode_preference(c, pref, std::strlen(pref), pi, pc, pn));
     EXPECT(pn[0] == chosen.size() && std::equal(pi[0], pi[0] + pn[0], chosen.begin()));
     EXPECT(pn[1] > 0 && pc[1][pn[1] - 1] == 1 && pc[1][0] == 0);
+    const char *labelled = "{\"text\": \"The sky is blue.\", \"label\": 2}";
+    std::int64_t label = -1, c_label = -1;
+    nnt::span<const std::int32_t> li = s.encode_labelled(labelled, &label);
+    std::vector<std::int32_t> text_ids(li.begin(), li.end());
+    const std::int32_t *lids = nullptr;
+    std::size_t nl = 0;
+    C_OK(nnt_sft_encode_labelled(c, labelled, std::strlen(labelled), &lids, &nl, &c_label));
+    EXPECT(label == 2 && c_label == 2 && nl == text_ids.size() && nl > 0 &&
+           std::equal(lids, lids + nl, text_ids.begin()));
     nnt_sft_destroy(c);
+    EXPECT_ERROR(NNT_E_FORMAT, "the label -1 is not", s.encode_labelled("{\"text\": \"a\", "
+                                                                        "\"label\": -1}", &label));
     EXPECT_ERROR(NNT_E_FORMAT, "rejected", s.encode_preference("{\"prompt\": \"a\", "
                                                                "\"chosen\": \"b\"}"));
     EXPECT_ERROR(NNT_E_FORMAT, "nnt_sft_encode: unknown key \"x\"",

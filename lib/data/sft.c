@@ -1949,20 +1949,27 @@ static int rename_from_value(jv *list, const char *name)
 
 static int preference_view(const jv *root, int which, jv *view, jv parts[4], char *keys[4]);
 
+/* One JSON value of len bytes (a record) into *root, the caller's to free; malformed or
+ * followed by more: NNT_E_FORMAT naming fn, nothing to free. */
+static int parse_record(const char *fn, const char *record, size_t len, jv *root)
+{
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    nnt_json_init(&j, record ? record : "", len, 0, "the record", err, sizeof err);
+    int rc = hft_jv_parse(&j, root, 0, "in the record");
+    if (rc == 0 && (rc = nnt_json_end(&j)) != 0)
+        hft_jv_free(root);
+    return rc ? nnt_fail(NULL, rc, "%s: %s", fn, err) : NNT_OK;
+}
+
 /* nnt_sft_encode, or (prompt) nnt_sft_encode_prompt's rendering, or (pref 0 or 1) the chosen
  * or rejected sequence of a preference record (nnt_sft_encode_preference) */
 static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, int pref)
 {
     static const char fn[] = "nnt_sft_encode";
-    char err[NNT_IO_ERRLEN];
-    nnt_json j;
     jv root;
-    nnt_json_init(&j, record ? record : "", len, 0, "the record", err, sizeof err);
-    int rc = hft_jv_parse(&j, &root, 0, "in the record");
-    if (rc == 0)
-        rc = nnt_json_end(&j);
-    if (rc)
-        return nnt_fail(NULL, rc, "%s: %s", fn, err);
+    NNT_TRY(parse_record(fn, record, len, &root));
+    int rc = NNT_OK;
     static const char *const LISTS[] = {"prompt", "completion", "messages", "conversations",
                                         "chosen", "rejected"};
     for (int k = 0; rc == 0 && k < 6; k++)
@@ -2214,15 +2221,9 @@ NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
     if (!s || (!record && len) || !ids || !n || !label)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
     *ids = NULL, *n = 0, *label = -1;
-    char err[NNT_IO_ERRLEN];
-    nnt_json j;
     jv root;
-    nnt_json_init(&j, record ? record : "", len, 0, "the record", err, sizeof err);
-    int rc = hft_jv_parse(&j, &root, 0, "in the record");
-    if (rc == 0)
-        rc = nnt_json_end(&j);
-    if (rc)
-        return nnt_fail(NULL, rc, "%s: %s", fn, err);
+    NNT_TRY(parse_record(fn, record, len, &root));
+    int rc = NNT_OK;
     const jv *text = root.type == JV_OBJ ? hft_jv_get(&root, "text") : NULL,
              *value = root.type == JV_OBJ ? hft_jv_get(&root, "label") : NULL;
     int64_t k = -1;
