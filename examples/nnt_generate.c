@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* nnt-generate: continue a prompt with a model (a Hugging Face directory, an llm.c
  * checkpoint, or an nnt-train training checkpoint) through nnt_model_generate: the key/value
- * cache, greedy or sampled decoding.
+ * cache, greedy or sampled decoding; a classifier's labels of the prompt's text.
  * See man/man1/nnt-generate.1. Exit status: 0 done, 1 error (library, files), 2 bad usage. */
 #include <nnt.h>
 
@@ -9,6 +9,7 @@
 #include "text_out.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,7 +129,8 @@ static const cli_program program = {
     "                    (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS |\n"
     "                     --messages FILE) [OPTION]...\n"
     "Continue a prompt with a language model (nnt_model_generate: a key/value cache, greedy\n"
-    "or sampled decoding) and print the prompt and its continuation as they come.\n\n",
+    "or sampled decoding) and print the prompt and its continuation as they come; with a\n"
+    "classifier, print each label's probability of the text (a reward model: its score).\n\n",
     "\nExit status: 0 done, 1 error (library, files), 2 bad usage.\nSee nnt-generate(1).\n",
     NULL, NULL};
 
@@ -433,8 +435,9 @@ static int load_nf4(nnt_ctx *ctx, const char *source, const nnt_model_config *cf
 
 /* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for one sequence of
  * T tokens, at most its context; a checkpoint at its whole context (the window of generation;
- * memory follows the tokens decoded). */
-static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
+ * memory follows the tokens decoded); *seq_out the length it takes. */
+static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model,
+                      int64_t *seq_out)
 {
     const char *source = o->load_hf ? o->load_hf : o->load_llmc ? o->load_llmc : o->checkpoint;
     const char *option = o->load_hf ? "--load-hf" : o->load_llmc ? "--load-llmc"
@@ -447,6 +450,7 @@ static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
     int rc = nnt_model_source_config(ctx, source, &cfg);
     if (rc == 0) {
         int64_t seq = o->checkpoint || T > cfg.max_seq ? cfg.max_seq : T;
+        *seq_out = seq;
         rc = o->quantize ? load_nf4(ctx, source, &cfg, seq, model)
                          : nnt_model_open(ctx, source, NULL, 1, seq, NULL, 0, model);
     }
@@ -664,14 +668,46 @@ static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt
     return status;
 }
 
-/* The prompt's ids: --prompt-ids, or --prompt through tok. */
-static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt,
+/* A classifier's text: its ids as tokenizer(text) gives them, with the special tokens the
+ * post-processor adds, as nnt-train trains classifiers (nnt_sft_encode_labelled). */
+static int text_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt,
+                       size_t *nprompt)
+{
+    size_t k = 0;
+    char *rec = malloc(6 * o->prompt_len + 32);
+    nnt_sft *s = NULL;
+    const int32_t *ids = NULL;
+    int64_t label = 0;
+    int rc = rec ? nnt_sft_create(tok, NULL, &s) : NNT_E_NOMEM;
+    if (rc == 0) {
+        k = (size_t)sprintf(rec, "{\"label\": 0, \"text\": \"");
+        json_escaped(rec, &k, o->prompt, o->prompt_len);
+        k += (size_t)sprintf(rec + k, "\"}");
+        rc = nnt_sft_encode_labelled(s, rec, k, &ids, nprompt, &label);
+    }
+    if (rc == 0 && !(*prompt = malloc(*nprompt * sizeof **prompt)))
+        rc = NNT_E_NOMEM;
+    if (rc == 0)
+        memcpy(*prompt, ids, *nprompt * sizeof **prompt);
+    nnt_sft_destroy(s);
+    free(rec);
+    return rc ? lib_error("the classifier's text (nnt_sft_encode_labelled)", rc) : 0;
+}
+
+/* The prompt's ids: --prompt-ids, or --prompt through tok (a classifier's: as
+ * tokenizer(text)). */
+static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int labels, int32_t **prompt,
                          size_t *nprompt)
 {
     if (o->prompt_ids)
         return parse_id_list("--prompt-ids", o->prompt_ids, prompt, nprompt);
+    if (o->chat && labels)
+        return usage("%s", "--chat, --messages: a classifier takes a text (--prompt, "
+                     "--prompt-file or --prompt-ids)");
     if (o->chat)
         return chat_tokens(o, tok, prompt, nprompt);
+    if (labels)
+        return text_tokens(o, tok, prompt, nprompt);
     int e = nnt_tokenizer_encode(tok, o->prompt, o->prompt_len, NULL, 0, nprompt);
     *prompt = e ? NULL : malloc((*nprompt + 1) * sizeof **prompt);
     if (e || !*prompt ||
@@ -679,6 +715,69 @@ static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prom
                                   nprompt)))
         return lib_error("nnt_tokenizer_encode", e ? e : NNT_E_NOMEM);
     return *nprompt ? 0 : usage("%s", "--prompt encodes to no token");
+}
+
+/* The labels of the model source's classifier (0: a language model, or a source that
+ * load_model then names). */
+static int source_labels(nnt_ctx *ctx, const opts *o)
+{
+    const char *source = o->load_hf ? o->load_hf : o->load_llmc ? o->load_llmc : o->checkpoint;
+    nnt_model_config cfg;
+    if (access(source, F_OK) || nnt_model_source_config(ctx, source, &cfg))
+        return 0;   /* (load_model says why) */
+    return cfg.num_labels > 0 ? (int)cfg.num_labels : 0;
+}
+
+/* A classifier on the prompt: its logits at transformers' pooled position (the prompt's last
+ * token that is not padding), printed as each label's probability and the likeliest one; a
+ * reward model's (one label) score. The forward has no targets: its output is the logits. */
+static int classify(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg, int64_t T,
+                    const int32_t *prompt, size_t nprompt)
+{
+    int64_t L = cfg->num_labels, n = (int64_t)nprompt, at = 0;
+    if (n > T)
+        return usage("the text has %lld tokens, more than the classifier's context (%lld)",
+                     (long long)n, (long long)T);
+    nnt_tiling tl;
+    int rc = nnt_model_tiling(ctx, cfg, 1, T, NULL, &tl);
+    int32_t *ids = calloc((size_t)T, sizeof *ids), label = 0;
+    double *p = malloc((size_t)L * sizeof *p);
+    float *logits = malloc((size_t)(T * L) * sizeof *logits);   // (T, L)
+    nnt_tensor *x = NULL, *y = NULL;
+    int64_t shape[2] = {1, T}, tile[2] = {1, tl.seq};
+    if (rc == 0 && (!ids || !p || !logits))
+        rc = NNT_E_NOMEM;
+    if (rc == 0) {   /* the prompt, then padding (no token after it is seen) */
+        for (int64_t t = n; t < T; t++)
+            ids[t] = cfg->has_pad_token ? (int32_t)cfg->pad_token_id : 0;
+        rc = nnt_model_pool_targets(prompt, 1, n, cfg->has_pad_token ? cfg->pad_token_id : -1,
+                                    &label, ids);   /* (its targets first: where it pools) */
+        while (rc == 0 && ids[at] < 0)
+            at++;
+        memcpy(ids, prompt, nprompt * sizeof *ids);
+    }
+    if (rc == 0 && (rc = nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x)) == 0 &&
+        (rc = nnt_tensor_copy_from_host(x, ids, (size_t)T * sizeof *ids)) == 0 &&
+        (rc = nnt_layer_set_targets(model, NULL)) == 0 &&
+        (rc = nnt_layer_forward(model, x, &y)) == 0)
+        rc = nnt_tensor_copy_to_host(y, logits, (size_t)(T * L) * sizeof *logits);
+    const float *row = logits + at * L;   /* the pooled position's */
+    if (rc == 0 && L == 1)
+        printf("score %.6f\n", row[0]);
+    if (rc == 0 && L > 1) {
+        double top = row[0], sum = 0.0;
+        int64_t best = 0;
+        for (int64_t k = 1; k < L; k++)
+            best = row[k] > row[best] ? k : best, top = fmax(top, row[k]);
+        for (int64_t k = 0; k < L; k++)
+            sum += p[k] = exp((double)row[k] - top);
+        for (int64_t k = 0; k < L; k++)
+            printf("label %lld  %.6f\n", (long long)k, p[k] / sum);
+        printf("predicted label %lld\n", (long long)best);
+    }
+    nnt_tensor_destroy(x);
+    free(ids), free(p), free(logits);
+    return rc ? lib_error("the classifier's forward", rc) : 0;
 }
 
 int main(int argc, char **argv)
@@ -707,18 +806,20 @@ int main(int argc, char **argv)
         o.model_dir = saved(trained, "model_source");
         o.trained_tokenizer = saved(trained, "tokenizer_json");
     }
+    int labels = rc == 0 ? source_labels(ctx, &o) : 0;   /* a classifier's */
+    int64_t seq = 0;
     if (rc == 0)
         rc = load_tokenizer(&o, trained, &tok);
     if (rc == 0)
-        rc = prompt_tokens(&o, tok, &prompt, &nprompt);
-    if (rc == 0)
-        rc = load_model(ctx, &o, (int64_t)nprompt + o.max_new, &model);
+        rc = prompt_tokens(&o, tok, labels, &prompt, &nprompt);
+    if (rc == 0)   /* (a classifier: the prompt alone) */
+        rc = load_model(ctx, &o, (int64_t)nprompt + (labels ? 0 : o.max_new), &model, &seq);
     nnt_model_config cfg;
     if (rc == 0 && (rc = nnt_model_config_of(model, &cfg)) != 0)
         rc = lib_error("nnt_model_config_of", rc);
-    if (rc == 0)
-        rc = eos_ids(&o, cfg.vocab, &eos, &neos);
-    if (rc == 0)
+    if (rc == 0 && cfg.num_labels > 0)
+        rc = classify(ctx, model, &cfg, seq, prompt, nprompt);
+    else if (rc == 0 && (rc = eos_ids(&o, cfg.vocab, &eos, &neos)) == 0)
         rc = o.num_samples > 1 ? generate_samples(&o, model, tok, prompt, nprompt, eos, neos)
                                : generate(&o, model, tok, prompt, nprompt, eos, neos);
     free(prompt);

@@ -23,7 +23,7 @@ with open(sys.argv[1], "rb") as fh:
     n = struct.unpack("<Q", fh.read(8))[0]
     head = json.loads(fh.read(n))
     data = fh.read()
-for key in ("losses", "val_loss", "val_accuracy"):
+for key in ("losses", "val_loss", "val_accuracy", "probs0"):
     a, b = head[key]["data_offsets"]
     print(" ".join("%.9f" % v for v in struct.unpack("<%dd" % ((b - a) // 8), data[a:b])))
 PY
@@ -31,7 +31,7 @@ PY
 if [ -z "$want" ]; then
     echo "SKIP: python3 cannot read the fixture"; exit 77
 fi
-ref="$(echo "$want" | tr '\n' ' ')"
+ref="$(echo "$want" | sed -n 1,3p | tr '\n' ' ')" probs0="$(echo "$want" | sed -n 4p)"
 
 # Measured (AMD EPYC Zen 5, 2 cores, 2026-12-02): the losses within 1.5e-6 of PyTorch's, the
 # held-out loss within 1e-6, at --print-loss's 6 decimals (the rounding alone 5e-7); about
@@ -144,5 +144,37 @@ done
     --out "$tmp/x.bin" "$fx/text_val.jsonl" > /dev/null 2>&1
 st=$?
 [ "$st" -eq 2 ] || { echo "FAIL: nnt-tokenize --num-labels --preference: status $st, not 2"; fail=1; }
+# nnt-generate on a classifier: the labels' probabilities of a text (tokenized as
+# tokenizer(text)) as transformers gives them (measured: within 4e-7, the printed digits'
+# rounding; tolerance 1e-5), the likeliest label; the trained one from its directory and
+# from nnt-train's checkpoint alike; a reward model's score of --prompt-ids (llama_rm's first
+# row, as pooled with or without its padding); refusals
+gen="$top_builddir/nnt-generate"
+text=$(sed -n 's/^{"text": "\(.*\)", "label": .*/\1/p' "$fx/text_val.jsonl" | head -n 1)
+"$gen" --load-hf "$fx/llama_text" --tokenizer-json "$tokdir/tokenizer.json" --prompt "$text" \
+    > "$tmp/gen.out" 2> "$tmp/gen.err" || { echo "FAIL: nnt-generate on a classifier: exit status $?"; cat "$tmp/gen.err"; fail=1; }
+got=$(sed -n 's/^label [0-9]*  //p' "$tmp/gen.out" | tr '\n' ' ')
+echo "# nnt-generate: $got; transformers $probs0"
+awk -v g="$got" -v w="$probs0" 'BEGIN { n = split(g, a, " "); m = split(w, b, " ");
+        if (n != 3 || m != 3) exit 1;
+        for (i = 1; i <= n; i++) if ((a[i] - b[i]) > 1e-5 || (b[i] - a[i]) > 1e-5) exit 1 }' &&
+    grep -q '^predicted label 2$' "$tmp/gen.out" ||
+    { echo "FAIL: nnt-generate on a classifier: not transformers' probabilities"; cat "$tmp/gen.out"; fail=1; }
+"$prog" $records --batch 4 --seq 48 --steps 1 --val-batches 0 --sample 0 --load-hf "$fx/llama_text" \
+    --save-hf "$tmp/hf2" --out "$tmp/ckpt" > /dev/null 2>&1
+"$gen" --load-hf "$tmp/hf2" --tokenizer-json "$tokdir/tokenizer.json" --prompt "$text" > "$tmp/gen_hf.out" 2>&1 &&
+    "$gen" --checkpoint "$tmp/ckpt/checkpoint.safetensors" --prompt "$text" > "$tmp/gen_ckpt.out" 2>&1 &&
+    cmp -s "$tmp/gen_hf.out" "$tmp/gen_ckpt.out" && ! cmp -s "$tmp/gen_hf.out" "$tmp/gen.out" ||
+    { echo "FAIL: nnt-generate: a trained classifier's directory and checkpoint differ"; cat "$tmp/gen_hf.out" "$tmp/gen_ckpt.out"; fail=1; }
+for ids in "11 25 60 37 20 4 20 38 61 46" "11 25 60 37 20 4 20 38 61 46 0 0"; do
+    # (llama_rm.safetensors: rewards[0] is -0.000473849)
+    score=$("$gen" --load-hf "$fx/llama_rm" --prompt-ids "$ids" 2>&1)
+    [ "$score" = "score -0.000474" ] ||
+        { echo "FAIL: nnt-generate on a reward model: '$score', not score -0.000474"; fail=1; }
+done
+"$gen" --load-hf "$fx/llama_text" --tokenizer-json "$tokdir/tokenizer.json" --prompt "$text" \
+    --chat > /dev/null 2>&1
+st=$?
+[ "$st" -eq 2 ] || { echo "FAIL: nnt-generate --chat on a classifier: status $st, not 2"; fail=1; }
 [ "$fail" -eq 0 ] && echo "PASS: nnt-train on a text classifier"
 exit "$fail"

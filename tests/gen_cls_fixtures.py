@@ -56,7 +56,8 @@ nnt_sft_encode_labelled, nnt-tokenize --num-labels):
                text truncated to TEXT_T - 1 tokens as tokenizer(text, truncation=True,
                max_length=TEXT_T - 1) does, rows padded on the right with the pad id as
                DataCollatorWithPadding does, the cross-entropy of the pooled logits), then
-               val_loss and val_accuracy (argmax) on the 4 held-out records
+               val_loss and val_accuracy (argmax) on the 4 held-out records; probs0, the
+               labels' probabilities of the first held-out text before the steps
 """
 import argparse
 import inspect
@@ -248,6 +249,8 @@ def text_classification(out):
         ids = torch.tensor([e + [pad] * (n - len(e)) for e in enc])
         return ids, torch.tensor([lab for _, lab in recs])
 
+    with torch.no_grad():   # the first held-out text, as nnt-generate classifies it
+        probs0 = m(**tok(TEXT_VAL[0][0], return_tensors="pt")).logits.softmax(-1)[0].double()
     opt = adamw(m)
     losses = []
     for s in range(STEPS):
@@ -263,7 +266,8 @@ def text_classification(out):
         val_loss = F.cross_entropy(logits, labels)
         accuracy = (logits.argmax(-1) == labels).double().mean()
     save_file({"losses": torch.tensor(losses, dtype=torch.float64),
-               "val_loss": val_loss.reshape(1).double(), "val_accuracy": accuracy.reshape(1)},
+               "val_loss": val_loss.reshape(1).double(), "val_accuracy": accuracy.reshape(1),
+               "probs0": probs0},
               os.path.join(out, "llama_text.safetensors"))
 
 
