@@ -122,6 +122,23 @@ static split_run split_open(const char *dir, int ti, int split, int64_t t, const
     return s;
 }
 
+/* After a split run's STEPS steps (losses got[1..STEPS]): its step losses against want's
+ * and its parameters against r's final ones, within the tolerances; *ws and *wp the worst. */
+static void check_steps(const split_run *sr, nnt_st_reader *r, int ti, const double *got,
+                        const double *want, double *ws, double *wp)
+{
+    double worst = 0.0;
+    for (int st = 1; st <= STEPS; st++)
+        worst = fmax(worst, fabs(got[st] - want[st - 1]) / want[st - 1]);
+    ck_assert_msg(worst < STEP_TOL, "tiling %d, B %lld: step losses rel %.3g", ti,
+                  (long long)sr->b, worst);
+    char name[300] = "";
+    double ep = fixture_worst_against(sr->m, r, "final", 1, name, sizeof name);
+    ck_assert_msg(ep < PARAM_TOL, "tiling %d, B %lld: %s after %d steps rel %.3g", ti,
+                  (long long)sr->b, name, STEPS, ep);
+    *ws = worst, *wp = ep;
+}
+
 static void split_close(split_run *s)
 {
     nnt_data_close(s->data);
@@ -606,11 +623,8 @@ START_TEST(reward_trainer)
         nnt_trainer *tr = NULL;
         EXPECT_OK(nnt_trainer_create(sr.m, sr.opt, sr.data, &to, &tr));
         EXPECT_OK(nnt_trainer_run(tr, STEPS));
-        double worst = 0.0;
-        for (int st = 1; st <= STEPS; st++)
-            worst = fmax(worst, fabs(log.loss[st] - want[st - 1]) / want[st - 1]);
-        ck_assert_msg(worst < STEP_TOL, "tiling %d, B %lld: step losses rel %.3g", _i,
-                      (long long)b, worst);
+        double worst = 0.0, ep = 0.0;
+        check_steps(&sr, r, _i, log.loss, want, &worst, &ep);
         ck_assert_msg(fabs(log.accuracy[1] - accuracy) < 1e-12, "accuracy %g, want %g",
                       log.accuracy[1], accuracy);
         ck_assert_msg(fabs(log.margin[1] - margin) < 2e-7,   /* measured 1.7e-8 */
@@ -619,10 +633,6 @@ START_TEST(reward_trainer)
         ck_assert_msg(log.val_loss > 0 && log.val_loss < want[STEPS - 1], "held-out loss %g "
                       "after the steps (the last step's %g before its update)", log.val_loss,
                       want[STEPS - 1]);
-        char name[300] = "";
-        double ep = fixture_worst_against(sr.m, r, "final", 1, name, sizeof name);
-        ck_assert_msg(ep < PARAM_TOL, "tiling %d, B %lld: %s after %d steps rel %.3g", _i,
-                      (long long)b, name, STEPS, ep);
         fprintf(stderr, "reward trainer tiling %d B %lld: steps %.3g params %.3g margin "
                 "%.9g/%.9g\n", _i, (long long)b, worst, ep, log.margin[1], margin);
         nnt_trainer_destroy(tr);
@@ -712,15 +722,8 @@ START_TEST(classifier_trainer)
                       "%lld: accuracy %g of %lld examples, transformers' logits %d of %d", _i,
                       (long long)b, log.accuracy, (long long)log.examples, hits, B);
         EXPECT_OK(nnt_trainer_run(tr, STEPS));
-        double worst = 0.0;
-        for (int st = 1; st <= STEPS; st++)
-            worst = fmax(worst, fabs(log.loss[st] - want[st - 1]) / want[st - 1]);
-        ck_assert_msg(worst < STEP_TOL, "tiling %d, B %lld: step losses rel %.3g", _i,
-                      (long long)b, worst);
-        char name[300] = "";
-        double ep = fixture_worst_against(sr.m, r, "final", 1, name, sizeof name);
-        ck_assert_msg(ep < PARAM_TOL, "tiling %d, B %lld: %s after %d steps rel %.3g", _i,
-                      (long long)b, name, STEPS, ep);
+        double worst = 0.0, ep = 0.0;
+        check_steps(&sr, r, _i, log.loss, want, &worst, &ep);
         fprintf(stderr, "classifier trainer tiling %d B %lld: steps %.3g params %.3g\n", _i,
                 (long long)b, worst, ep);
         nnt_trainer_destroy(tr);
