@@ -434,28 +434,41 @@ static int load_nf4(nnt_ctx *ctx, const char *source, const nnt_model_config *cf
 }
 
 /* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for one sequence of
- * T tokens, at most its context; a checkpoint at its whole context (the window of generation;
- * memory follows the tokens decoded); *seq_out the length it takes. */
-static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model,
-                      int64_t *seq_out)
+ * T tokens, at most its context (of the source's configuration cfg); a checkpoint at its whole
+ * context (the window of generation; memory follows the tokens decoded); *seq_out the
+ * length it takes. */
+static const char *source_of(const opts *o)
 {
-    const char *source = o->load_hf ? o->load_hf : o->load_llmc ? o->load_llmc : o->checkpoint;
-    const char *option = o->load_hf ? "--load-hf" : o->load_llmc ? "--load-llmc"
-                                                                  : "--checkpoint";
-    nnt_model_config cfg;
+    return o->load_hf ? o->load_hf : o->load_llmc ? o->load_llmc : o->checkpoint;
+}
+
+static const char *source_option(const opts *o)
+{
+    return o->load_hf ? "--load-hf" : o->load_llmc ? "--load-llmc" : "--checkpoint";
+}
+
+/* The configuration of the model source (a classifier's: num_labels > 0). */
+static int source_config(nnt_ctx *ctx, const opts *o, nnt_model_config *cfg)
+{
+    const char *source = source_of(o);
     if (access(source, F_OK)) {   /* (not a preset's name: a model to generate with) */
-        fprintf(stderr, "nnt-generate: %s %s: %s\n", option, source, strerror(errno));
+        fprintf(stderr, "nnt-generate: %s %s: %s\n", source_option(o), source, strerror(errno));
         return 1;
     }
-    int rc = nnt_model_source_config(ctx, source, &cfg);
-    if (rc == 0) {
-        int64_t seq = o->checkpoint || T > cfg.max_seq ? cfg.max_seq : T;
-        *seq_out = seq;
-        rc = o->quantize ? load_nf4(ctx, source, &cfg, seq, model)
+    int rc = nnt_model_source_config(ctx, source, cfg);
+    return rc ? lib_error(source_option(o), rc) : 0;
+}
+
+static int load_model(nnt_ctx *ctx, const opts *o, const nnt_model_config *cfg, int64_t T,
+                      nnt_layer **model, int64_t *seq_out)
+{
+    const char *source = source_of(o);
+    int64_t seq = o->checkpoint || T > cfg->max_seq ? cfg->max_seq : T;
+    *seq_out = seq;
+    int rc = o->quantize ? load_nf4(ctx, source, cfg, seq, model)
                          : nnt_model_open(ctx, source, NULL, 1, seq, NULL, 0, model);
-    }
     if (rc)
-        return lib_error(option, rc);
+        return lib_error(source_option(o), rc);
     if (o->adapter && (rc = nnt_model_load_peft(*model, o->adapter)))
         return lib_error("--adapter", rc);
     return 0;
@@ -717,17 +730,6 @@ static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int labels, in
     return *nprompt ? 0 : usage("%s", "--prompt encodes to no token");
 }
 
-/* The labels of the model source's classifier (0: a language model, or a source that
- * load_model then names). */
-static int source_labels(nnt_ctx *ctx, const opts *o)
-{
-    const char *source = o->load_hf ? o->load_hf : o->load_llmc ? o->load_llmc : o->checkpoint;
-    nnt_model_config cfg;
-    if (access(source, F_OK) || nnt_model_source_config(ctx, source, &cfg))
-        return 0;   /* (load_model says why) */
-    return cfg.num_labels > 0 ? (int)cfg.num_labels : 0;
-}
-
 /* A classifier on the prompt: its logits at transformers' pooled position (the prompt's last
  * token that is not padding), printed as each label's probability and the likeliest one; a
  * reward model's (one label) score. The forward has no targets: its output is the logits. */
@@ -761,7 +763,7 @@ static int classify(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg,
         (rc = nnt_layer_set_targets(model, NULL)) == 0 &&
         (rc = nnt_layer_forward(model, x, &y)) == 0)
         rc = nnt_tensor_copy_to_host(y, logits, (size_t)(T * L) * sizeof *logits);
-    const float *row = logits + at * L;   /* the pooled position's */
+    const float *row = rc == 0 ? logits + at * L : NULL;   /* the pooled position's */
     if (rc == 0 && L == 1)
         printf("score %.6f\n", row[0]);
     if (rc == 0 && L > 1) {
@@ -806,15 +808,17 @@ int main(int argc, char **argv)
         o.model_dir = saved(trained, "model_source");
         o.trained_tokenizer = saved(trained, "tokenizer_json");
     }
-    int labels = rc == 0 ? source_labels(ctx, &o) : 0;   /* a classifier's */
+    nnt_model_config src, cfg;
     int64_t seq = 0;
+    if (rc == 0)
+        rc = source_config(ctx, &o, &src);
+    int labels = rc == 0 && src.num_labels > 0;   /* a classifier */
     if (rc == 0)
         rc = load_tokenizer(&o, trained, &tok);
     if (rc == 0)
         rc = prompt_tokens(&o, tok, labels, &prompt, &nprompt);
     if (rc == 0)   /* (a classifier: the prompt alone) */
-        rc = load_model(ctx, &o, (int64_t)nprompt + (labels ? 0 : o.max_new), &model, &seq);
-    nnt_model_config cfg;
+        rc = load_model(ctx, &o, &src, (int64_t)nprompt + (labels ? 0 : o.max_new), &model, &seq);
     if (rc == 0 && (rc = nnt_model_config_of(model, &cfg)) != 0)
         rc = lib_error("nnt_model_config_of", rc);
     if (rc == 0 && cfg.num_labels > 0)

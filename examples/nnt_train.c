@@ -586,18 +586,11 @@ static int make_dirs(const char *dir)
         }
 }
 
-/* The model is a reward model: --num-labels 1, or a source's classifier of one label. */
-static int trains_reward(const trainer *t)
+/* The labels of the classifier the run trains: --num-labels, else the source's (0: a
+ * language model, 1: a reward model). */
+static int64_t run_labels(const trainer *t)
 {
-    return t->o.run.num_labels == 1 || (t->o.run.num_labels == 0 && t->cfg.num_labels == 1);
-}
-
-/* The labels of a classifier the run trains (--num-labels N >= 2, or a source's classifier
- * of several labels), else 0. */
-static int64_t trains_labels(const trainer *t)
-{
-    int64_t n = t->o.run.num_labels ? t->o.run.num_labels : t->cfg.num_labels;
-    return n >= 2 ? n : 0;
+    return t->o.run.num_labels ? t->o.run.num_labels : t->cfg.num_labels;
 }
 
 /* --data or --val-data FILE.jsonl (format auto): prompt/answer records (TRL's forms) made
@@ -606,15 +599,15 @@ static int64_t trains_labels(const trainer *t)
  * with --chat-template, --loss, --chat-date and --tokenizer-config as nnt-tokenize --jsonl
  * --seq T takes them (through nnt_sft), which the run then reads; preference records (DPO,
  * a reward model) as pairs of rows; classification records (a classifier) as each text then
- * its label. One process only (rank 0 would write it while the others
- * read). */
+ * its label. One process only (rank 0 would write it while the others read). */
 static int jsonl_data(trainer *t, const char *option, const char **path, int which)
 {
     train_opts *o = &t->o;
     size_t n = *path ? strlen(*path) : 0;
     if (n < 7 || strcmp(*path + n - 6, ".jsonl") != 0 || o->run.data_format != NNT_DATA_AUTO)
         return 0;
-    int pairs = o->loop.dpo_beta > 0 || trains_reward(t);   /* (a pair: two examples, rows) */
+    int64_t labels = run_labels(t);
+    int pairs = o->loop.dpo_beta > 0 || labels == 1;   /* (a pair: two examples, rows) */
     const char *json = o->run.tokenizer_json ? o->run.tokenizer_json : o->load_hf;
     if (t->mpi)
         return train_usage_error("%s %s: prompt/answer records are made into a token file by "
@@ -641,7 +634,7 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
                      o->jsonl_loss == 1, o->jsonl_loss == 2,
-                     pairs, trains_labels(t)};
+                     pairs, labels >= 2 ? labels : 0};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
@@ -652,18 +645,18 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
         free(out);
         return 1;
     }
-    if ((trains_reward(t) || jo.num_labels) && o->run.pad_token_id < 0)   /* TRL: the tokenizer's */
+    if (labels > 0 && o->run.pad_token_id < 0)   /* a classifier's: TRL's, the tokenizer's */
         o->run.pad_token_id = st.pad;
-    char labels[256] = "";   /* a classifier's: the examples of each label (the first 8) */
-    for (int64_t k = 0, at = 0; k < jo.num_labels && k < 8 && at < (int64_t)sizeof labels; k++)
-        at += snprintf(labels + at, sizeof labels - (size_t)at, "%s%lld: %lld%s",
+    char counts[256] = "";   /* a classifier's: the examples of each label (the first 8) */
+    for (int64_t k = 0, at = 0; k < jo.num_labels && k < 8 && at < (int64_t)sizeof counts; k++)
+        at += snprintf(counts + at, sizeof counts - (size_t)at, "%s%lld: %lld%s",
                        k ? ", " : " (labels ", (long long)k, (long long)st.label_counts[k],
                        k + 1 == jo.num_labels ? ")" : k == 7 ? ", ...)" : "");
     free(st.label_counts);
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
              "%s%s (%lld %scut to T %lld) in %lld rows, %lld tokens count in the loss, "
              "written to %s\n", *path, (long long)(pairs ? st.examples / 2 : st.examples),
-             pairs ? "preference pairs" : "examples", labels, (long long)st.cut,
+             pairs ? "preference pairs" : "examples", counts, (long long)st.cut,
              pairs ? "sequences " : "",
              (long long)o->loop.seq, (long long)st.rows, (long long)st.counted, out);
     t->jsonl_bin[which] = out;

@@ -14,17 +14,8 @@ tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-want=$(python3 - "$fx/llama_rm.safetensors" <<'PY' 2>/dev/null
-import json, struct, sys
-with open(sys.argv[1], "rb") as fh:
-    n = struct.unpack("<Q", fh.read(8))[0]
-    head = json.loads(fh.read(n))
-    data = fh.read()
-for key in ("losses", "val_loss"):
-    a, b = head[key]["data_offsets"]
-    print(" ".join("%.9f" % v for v in struct.unpack("<%dd" % ((b - a) // 8), data[a:b])))
-PY
-) || want=""
+want=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/llama_rm.safetensors" \
+    losses val_loss 2>/dev/null) || want=""
 if [ -z "$want" ]; then
     echo "SKIP: python3 cannot read the fixture"; exit 77
 fi

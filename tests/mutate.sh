@@ -416,8 +416,8 @@ cls_trainer_unmasked|lib/train/trainer.c|s@nnt_data_info_get(sources\[k\], \&di)
 cls_hits_argmin|lib/models/transformer.c|s@            best = row\[k\] > row\[best\] ? k : best;@            best = row[k] < row[best] ? k : best;@|classifier validation: the accuracy of the smallest logit
 cls_accuracy_divisor|lib/train/trainer.c|s@    r->accuracy = labelled ? (double)hits / (double)labelled : 0.0;@    r->accuracy = labelled ? (double)hits / (double)(labelled + 1) : 0.0;@|classifier validation: the accuracy over one example more
 trainer_accum_unchecked|lib/train/trainer.c|s@    if (o.accum >= 1 \&\& o.accum != opt->opts.accum_steps)@    if (0)@|trainer: an optimizer summing another number of micro-batches taken
-gen_cls_pooled_at|examples/nnt_generate.c|s@    const float \*row = logits + at \* L;@    const float *row = logits + (at > 0 ? at - 1 : 0) * L;@|nnt-generate on a classifier: the logits of the token before the pooled one
-val_rows_whole|lib/train/run.c|s@        NNT_TRY(nnt_data_info_get(src, \&di));@        (void)src;@|held-out rows: a row more needed than B of them
+gen_cls_pooled_at|examples/nnt_generate.c|s@logits + at \* L : NULL;@logits + (at > 0 ? at - 1 : 0) * L : NULL;@|nnt-generate on a classifier: the logits of the token before the pooled one
+val_rows_whole|lib/train/trainer.c|s@    return val \&\& nnt_data_info_get(val, \&di) == 0 \&\& di.block > 0;@    return 0;@|held-out rows: a row more needed than B of them
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -101,6 +101,24 @@ static nnt_optim *adamw(nnt_layer *m)
     return adamw_accum(m, 1);
 }
 
+/* The pooled forward of rows ids (forward_pooled) under tiling ti: its pooled logits (L a
+ * row) and loss against transformers' / TRL's, within the tolerances; *el the logits'
+ * error; the loss returned. */
+static double check_pooled(nnt_layer *m, int ti, const int32_t *ids, const int32_t *labels,
+                           int64_t L, const float *want_logits, double want_loss,
+                           int32_t *targets, double *el)
+{
+    double loss = forward_pooled(m, ids, labels, targets);
+    float logits[B * 8];
+    ck_assert_int_le(L, 8);
+    EXPECT_OK(nnt_model_pooled_logits(m, logits, B * L));
+    *el = test_rel_err(logits, want_logits, B * L);
+    ck_assert_msg(*el < LOGIT_TOL, "tiling %d: pooled logits rel %.3g", ti, *el);
+    ck_assert_msg(fabs(loss - want_loss) / want_loss < LOSS_TOL, "tiling %d: loss %.9g, "
+                  "transformers %.9g", ti, loss, want_loss);
+    return loss;
+}
+
 /* A trainer's run of split 0 (B 4, accum 1) or 1 (B 2, accum 2): the model of directory dir
  * in rows of t under tiling ti (its batch tile at most b), an AdamW summing accum
  * micro-batches, the token file at path. */
@@ -236,15 +254,11 @@ START_TEST(llama_classifier)
     ck_assert_int_eq(cfg.pad_token_id, 0);
     int32_t targets[B * T];
     EXPECT_OK(nnt_layer_zero_grad(m));
-    double loss = forward_pooled(m, ids, labels, targets);
+    double el = 0.0;
+    double loss = check_pooled(m, _i, ids, labels, 3, want_logits, want_loss[0], targets, &el);
     for (int b = 0; b < B; b++)   /* the positions transformers pools */
         ck_assert_int_eq(targets[b * T + pooled[b]], labels[b]);
     float logits[B * 3];
-    EXPECT_OK(nnt_model_pooled_logits(m, logits, B * 3));
-    double el = test_rel_err(logits, want_logits, B * 3);
-    ck_assert_msg(el < LOGIT_TOL, "tiling %d: pooled logits rel %.3g", _i, el);
-    ck_assert_msg(fabs(loss - want_loss[0]) / want_loss[0] < LOSS_TOL, "tiling %d: loss %.9g, "
-                  "transformers %.9g", _i, loss, want_loss[0]);
     EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
     EXPECT_FAIL_MSG(nnt_model_pooled_logits(m, logits, B * 3), NNT_E_STATE,
                     "nnt_model_pooled_logits");   /* the backward overwrote the logits */
@@ -276,13 +290,8 @@ START_TEST(reward_model)
     EXPECT_OK(nnt_model_config_of(m, &cfg));
     ck_assert_int_eq(cfg.num_labels, 1);
     int32_t targets[B * T];
-    double plain = forward_pooled(m, ids, NULL, targets);   /* center 0: TRL's default */
-    ck_assert_msg(fabs(plain - want_plain[0]) / want_plain[0] < LOSS_TOL, "tiling %d: loss "
-                  "%.9g, TRL %.9g", _i, plain, want_plain[0]);
-    float rewards[B];
-    EXPECT_OK(nnt_model_pooled_logits(m, rewards, B));
-    double er = test_rel_err(rewards, want_rewards, B);
-    ck_assert_msg(er < LOGIT_TOL, "tiling %d: rewards rel %.3g", _i, er);
+    double er = 0.0;   /* center 0: TRL's default */
+    check_pooled(m, _i, ids, NULL, 1, want_rewards, want_plain[0], targets, &er);
     EXPECT_OK(nnt_layer_set_pairwise_center(m, 0.25));
     EXPECT_OK(nnt_layer_zero_grad(m));
     double loss = forward_pooled(m, ids, NULL, targets);
@@ -353,13 +362,8 @@ START_TEST(gpt2_classifier)
     ck_assert_int_eq(cfg.num_labels, 2);
     ck_assert_int_eq(cfg.pad_token_id, 5);
     int32_t targets[B * T];
-    double loss = forward_pooled(m, ids, labels, targets);
-    float logits[B * 2];
-    EXPECT_OK(nnt_model_pooled_logits(m, logits, B * 2));
-    double el = test_rel_err(logits, want_logits, B * 2);
-    ck_assert_msg(el < LOGIT_TOL, "tiling %d: pooled logits rel %.3g", _i, el);
-    ck_assert_msg(fabs(loss - want_loss[0]) / want_loss[0] < LOSS_TOL, "tiling %d: loss %.9g, "
-                  "transformers %.9g", _i, loss, want_loss[0]);
+    double el = 0.0;
+    double loss = check_pooled(m, _i, ids, labels, 2, want_logits, want_loss[0], targets, &el);
     double es = train_steps(m, ids, targets, want_losses);
     ck_assert_msg(es < STEP_TOL, "tiling %d: step losses rel %.3g", _i, es);
     const char *dir = test_tmp_path("gpt2_cls_saved");

@@ -1175,12 +1175,18 @@ static int xent_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     return NNT_OK;
 }
 
+/* nnt_layer_loss on a loss layer whose last forward had no targets. */
+static int no_loss_yet(nnt_layer *l)
+{
+    return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_loss: no forward with targets yet "
+                    "(nnt_layer_set_targets, then nnt_layer_forward)");
+}
+
 static int xent_loss(nnt_layer *l, double *loss)
 {
     xent *c = l->impl;
     if (!c->with_loss)
-        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_loss: no forward with targets yet "
-                        "(nnt_layer_set_targets, then nnt_layer_forward)");
+        return no_loss_yet(l);
     if (!c->loss_ready) {
         int64_t n = 1;
         for (int d = 0; d < c->losses->ndim; d++)
@@ -1438,8 +1444,7 @@ static int pairwise_loss(nnt_layer *l, double *loss)
 {
     pairwise *c = l->impl;
     if (!c->with_loss)
-        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_loss: no forward with targets yet "
-                        "(nnt_layer_set_targets, then nnt_layer_forward)");
+        return no_loss_yet(l);
     *loss = c->loss;
     return NNT_OK;
 }
@@ -1484,12 +1489,19 @@ static const nnt_layer_vt pairwise_vt = {
     pairwise_set_targets, pairwise_loss, takes_targets, NULL, pairwise_destroy, NULL, NULL,
     NULL};
 
+/* A pairwise loss's center term weight: >= 0 and finite, else NNT_E_INVAL naming fn. */
+static int check_center(nnt_ctx *ctx, const char *fn, double center)
+{
+    if (!(center >= 0.0) || !isfinite(center))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: center %g (>= 0, finite)", fn, center);
+    return NNT_OK;
+}
+
 NNT_API int nnt_layer_pairwise_create(nnt_ctx *ctx, int32_t ignore_index, double center,
                                       nnt_layer **out)
 {
     const char *fn = "nnt_layer_pairwise_create";
-    if (!(center >= 0.0) || !isfinite(center))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: center %g (>= 0, finite)", fn, center);
+    NNT_TRY(check_center(ctx, fn, center));
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &pairwise_vt, sizeof(pairwise), fn, &l));
     pairwise *c = l->impl;
@@ -1539,8 +1551,7 @@ NNT_API int nnt_layer_set_pairwise_center(nnt_layer *layer, double center)
     if (!l)
         return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: a %s layer has no pairwise loss (a "
                         "reward model: num_labels 1)", fn, layer->vt->kind_name);
-    if (!(center >= 0.0) || !isfinite(center))
-        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: center %g (>= 0, finite)", fn, center);
+    NNT_TRY(check_center(layer->ctx, fn, center));
     ((pairwise *)l->impl)->center = center;
     return NNT_OK;
 }

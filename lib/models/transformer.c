@@ -690,6 +690,51 @@ NNT_API int nnt_model_pool_targets(const int32_t *ids, int64_t B, int64_t T, int
     return NNT_OK;
 }
 
+/* A classifier's (num_labels >= min_labels) last forward with targets, for fn: its tree's
+ * state, its loss layer, that layer's host copy of the targets (nids of them, ignore its
+ * ignore index) and L; NNT_E_INVAL for other models, NNT_E_STATE after a backward. */
+typedef struct last_forward {
+    model_impl *m;
+    nnt_layer *loss;
+    const int32_t *ids;
+    int64_t nids, L;
+    int32_t ignore;
+} last_forward;
+
+static int last_forward_of(nnt_layer *model, const char *fn, int64_t min_labels,
+                           last_forward *lf)
+{
+    NNT_TRY(nnt_layer_check(model, fn));
+    nnt_model_config cfg;
+    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
+    nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
+    if (cfg.num_labels < min_labels || tree->vt != &model_vt)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: not a classifier%s (num_labels %lld)",
+                        fn, min_labels > 1 ? " of several labels" : "",
+                        (long long)cfg.num_labels);
+    lf->m = tree->impl;
+    lf->loss = tree->children[tree->nchildren - 1];
+    lf->L = cfg.num_labels;
+    if (!lf->m->with_loss || !gl_loss_targets(lf->loss, &lf->ids, &lf->nids, &lf->ignore))
+        return nnt_fail(model->ctx, NNT_E_STATE, "%s: no forward with targets since the last "
+                        "backward", fn);
+    return NNT_OK;
+}
+
+/* That forward's logits (B, T, L) on the host: *all malloc'd. */
+static int last_logits(nnt_layer *model, const char *fn, const last_forward *lf, float **all)
+{
+    size_t bytes = (size_t)(lf->nids * lf->L) * sizeof **all;
+    if (!(*all = malloc(bytes)))
+        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = nnt_tensor_copy_to_host(lf->m->logits, *all, bytes);
+    if (rc) {
+        free(*all);
+        *all = NULL;
+    }
+    return rc;
+}
+
 /* A classifier's (num_labels >= 2) last forward with targets: *counted the targets that
  * count (not the ignore index), *hits those whose largest logit (the first of equal ones, as
  * torch.argmax) is their label. Between that forward and the next backward (NNT_E_STATE
@@ -697,69 +742,42 @@ NNT_API int nnt_model_pool_targets(const int32_t *ids, int64_t B, int64_t T, int
 int nnt_model_label_hits(nnt_layer *model, int64_t *hits, int64_t *counted)
 {
     const char *fn = "nnt_model_label_hits";
-    nnt_model_config cfg;
-    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
-    nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
-    if (cfg.num_labels < 2 || tree->vt != &model_vt)
-        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: not a classifier of several labels "
-                        "(num_labels %lld)", fn, (long long)cfg.num_labels);
-    model_impl *m = tree->impl;
-    const int32_t *ids = NULL;
-    int64_t nids = 0, L = cfg.num_labels;
-    int32_t ignore = 0;
-    if (!m->with_loss || !gl_loss_targets(tree->children[tree->nchildren - 1], &ids, &nids,
-                                          &ignore))
-        return nnt_fail(model->ctx, NNT_E_STATE, "%s: no forward with targets since the last "
-                        "backward", fn);
-    float *all = malloc((size_t)(nids * L) * sizeof *all);   // (B, T, L)
-    if (!all)
-        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    int rc = nnt_tensor_copy_to_host(m->logits, all, (size_t)(nids * L) * sizeof *all);
+    last_forward lf;
+    float *all = NULL;
+    NNT_TRY(last_forward_of(model, fn, 2, &lf));
+    NNT_TRY(last_logits(model, fn, &lf, &all));
     *hits = *counted = 0;
-    for (int64_t i = 0; rc == 0 && i < nids; i++) {
-        if (ids[i] == ignore)
+    for (int64_t i = 0; i < lf.nids; i++) {
+        if (lf.ids[i] == lf.ignore)
             continue;
-        const float *row = all + i * L;
+        const float *row = all + i * lf.L;
         int64_t best = 0;
-        for (int64_t k = 1; k < L; k++)
+        for (int64_t k = 1; k < lf.L; k++)
             best = row[k] > row[best] ? k : best;
         ++*counted;
-        *hits += best == ids[i];
+        *hits += best == lf.ids[i];
     }
     free(all);
-    return rc;
+    return NNT_OK;
 }
 
 NNT_API int nnt_model_pooled_logits(nnt_layer *model, float *logits, int64_t n)
 {
     const char *fn = "nnt_model_pooled_logits";
-    NNT_TRY(nnt_layer_check(model, fn));
-    nnt_model_config cfg;
-    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
-    nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
-    if (cfg.num_labels < 1 || tree->vt != &model_vt)
-        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: not a classifier (num_labels %lld)", fn,
-                        (long long)cfg.num_labels);
-    model_impl *m = tree->impl;
-    nnt_layer *loss = tree->children[tree->nchildren - 1];
-    const int32_t *ids = NULL;
-    int64_t nids = 0;
-    int32_t ignore = 0;
-    if (!m->with_loss || !gl_loss_targets(loss, &ids, &nids, &ignore))
-        return nnt_fail(model->ctx, NNT_E_STATE, "%s: no forward with targets since the last "
-                        "backward", fn);
-    int64_t B = m->logits->shape[0], L = cfg.num_labels, per_row = nids / B;
+    last_forward lf;
+    NNT_TRY(last_forward_of(model, fn, 1, &lf));
+    int64_t B = lf.m->logits->shape[0], L = lf.L, per_row = lf.nids / B;
     if (!logits || n != B * L)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: logits %p, n %lld (B * num_labels = "
                         "%lld)", fn, (void *)logits, (long long)n, (long long)(B * L));
-    if (gl_pairwise_scores(loss, logits, B))   /* a reward model's loss read them already */
+    if (gl_pairwise_scores(lf.loss, logits, B))   /* a reward model's loss read them already */
         return NNT_OK;
-    float *all = malloc((size_t)(nids * L) * sizeof *all);   // (B, T, L)
-    if (!all)
-        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    int rc = nnt_tensor_copy_to_host(m->logits, all, (size_t)(nids * L) * sizeof *all);
+    float *all = NULL;
+    NNT_TRY(last_logits(model, fn, &lf, &all));
+    int rc = NNT_OK;
     for (int64_t b = 0; rc == 0 && b < B; b++) {
-        int64_t count = 0, at = gl_marked_position(ids + b * per_row, per_row, ignore, &count);
+        int64_t count = 0;
+        int64_t at = gl_marked_position(lf.ids + b * per_row, per_row, lf.ignore, &count);
         if (at < 0)
             rc = nnt_fail(model->ctx, NNT_E_STATE, "%s: row %lld of the targets pools no "
                           "position", fn, (long long)b);

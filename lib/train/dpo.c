@@ -86,16 +86,16 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     nnt_model_config mc;
     int model = nnt_model_config_of(tr->model, &mc) == 0;   /* (else a layer of the caller's) */
     int reward = model && mc.num_labels == 1;
-    if (model && mc.num_labels > 1 && o->dpo_beta > 0)
+    if (model && mc.num_labels > 0 && o->dpo_beta > 0) {
+        char what[64] = "reward model (num_labels 1)";
+        if (!reward)
+            snprintf(what, sizeof what, "classifier of %lld labels", (long long)mc.num_labels);
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) trains a language model, "
-                        "not a classifier of %lld labels", fn, o->dpo_beta,
-                        (long long)mc.num_labels);
+                        "not a %s", fn, o->dpo_beta, what);
+    }
     if (o->reward_center > 0 && !reward)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: reward_center %g is for reward models (a "
                         "model of num_labels 1)", fn, o->reward_center);
-    if (reward && o->dpo_beta > 0)
-        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) trains a language model, "
-                        "not a reward model (num_labels 1)", fn, o->dpo_beta);
     if (o->dpo_beta == 0 && !reward)   /* (its range checked with the other options) */
         return NNT_OK;
     const char *what_run = reward ? "a reward model" : "DPO";
@@ -116,8 +116,7 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->reward = reward;
     d->ref_ready = reward;   /* no reference */
     d->pad = reward ? mc.pad_token_id : -1;   /* (a reward model has one: checked above) */
-    nnt_data *sources[2] = {tr->data, o->val_batches > 0 ? (o->val_data ? o->val_data : tr->data)
-                                                         : NULL};
+    nnt_data *sources[2] = {tr->data, nnt_trainer_val_source(tr)};
     const char *what[2] = {"training data", "held-out data"};
     int64_t len[2] = {tr->ntokens, o->val_len};
     for (int k = 0; k < 2; k++) {

@@ -257,13 +257,7 @@ static int open_validation(run_parts *p, int64_t held_out)
     } else {
         p->val_start = p->train_tokens, p->val_len = held_out;
     }
-    /* rows (nnt-tokenize --seq: DPO's pairs, examples) are read whole, B T tokens a batch (a
-     * row's T + 1-th token never counts); a stream in windows of B T + 1 */
-    nnt_data_info di = NNT_DATA_INFO_INIT;
-    nnt_data *src = p->val ? p->val : p->data;
-    if (src)
-        NNT_TRY(nnt_data_info_get(src, &di));
-    int whole = reads_pairs(p) || di.block > 0;
+    int whole = nnt_held_out_in_rows(reads_pairs(p), p->val ? p->val : p->data);
     int64_t fit = whole ? p->val_len / bt : p->val_len > bt ? (p->val_len - 1) / bt : 0;
     if ((r->val_data || held_out) && fit == 0)
         return nnt_fail(p->ctx, NNT_E_INVAL, "%s: %s holds %lld tokens, fewer than one batch of "

@@ -64,7 +64,7 @@ static void free_strings(nnt_trainer_options *o)
     free((char *)o->log_dir), free((char *)o->resume), free((char *)o->keep_also);
 }
 
-/* rows: the held-out tokens are read in whole rows (DPO's pairs, data in rows of T). */
+/* rows: the held-out tokens are read in whole rows (nnt_held_out_in_rows). */
 static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options *o,
                          const nnt_data *data, int rows)
 {
@@ -90,7 +90,6 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
     if (o->update_in_backward < -1 || o->update_in_backward > 1)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: update_in_backward %d (use -1, 0 or 1)", fn,
                         o->update_in_backward);
-    /* (rows of T tokens: B T a validation batch, a row's T + 1-th token never counts) */
     if (o->val_batches > 0 &&
         o->val_len < o->val_batches * o->batch * o->seq + (rows ? 0 : 1))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %lld validation windows of B x T%s tokens "
@@ -125,17 +124,29 @@ static int check_block(const nnt_trainer *tr, const char *fn, const nnt_data_inf
     return NNT_OK;
 }
 
+nnt_data *nnt_trainer_val_source(const nnt_trainer *tr)
+{
+    const nnt_trainer_options *o = &tr->o;
+    return o->val_batches > 0 ? (o->val_data ? o->val_data : tr->data) : NULL;
+}
+
+int nnt_held_out_in_rows(int pairs, const nnt_data *val)
+{
+    nnt_data_info di = NNT_DATA_INFO_INIT;
+    if (pairs)
+        return 1;
+    return val && nnt_data_info_get(val, &di) == 0 && di.block > 0;
+}
+
 /* A classifier of several labels trains on labelled examples: each text then its label, the
  * one target that counts (nnt-tokenize --num-labels): data with a loss mask, whose counted
  * targets are checked below num_labels as micro-batches are read (upload_batch). */
 static int classifier_prepare(nnt_trainer *tr, const char *fn, int64_t labels)
 {
-    const nnt_trainer_options *o = &tr->o;
     if (labels < 2)
         return NNT_OK;
     tr->labels = labels;
-    nnt_data *sources[2] = {tr->data, o->val_batches > 0 ? (o->val_data ? o->val_data : tr->data)
-                                                         : NULL};
+    nnt_data *sources[2] = {tr->data, nnt_trainer_val_source(tr)};
     for (int k = 0; k < 2; k++) {
         nnt_data_info di = NNT_DATA_INFO_INIT;
         if (sources[k] && nnt_data_info_get(sources[k], &di) == 0 && !di.masked)
@@ -452,9 +463,7 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
                         (long long)opt->opts.accum_steps);
     nnt_model_config mc;   /* a reward model (num_labels 1) reads pairs of rows, as DPO */
     int reward = nnt_model_config_of(model, &mc) == 0 && mc.num_labels == 1;
-    nnt_data_info vi = NNT_DATA_INFO_INIT;   /* and so does data in rows */
-    const nnt_data *val = o.val_data ? o.val_data : data;
-    int rows = o.dpo_beta > 0 || reward || (val && nnt_data_info_get(val, &vi) == 0 && vi.block);
+    int rows = nnt_held_out_in_rows(o.dpo_beta > 0 || reward, o.val_data ? o.val_data : data);
     NNT_TRY(check_options(opt->ctx, fn, &o, data, rows));
     nnt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr)

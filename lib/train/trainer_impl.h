@@ -107,6 +107,13 @@ void nnt_trainer_text_files(const nnt_trainer *tr, nnt_text *t);
  * (signals.c; nnt_trainer_destroy calls it). */
 void nnt_trainer_release_signals(const nnt_trainer *tr);
 
+/* The held-out tokens' source: val_data, else the training data; NULL without validation
+ * (trainer.c). */
+nnt_data *nnt_trainer_val_source(const nnt_trainer *tr);
+/* Whether the held-out tokens of val (NULL: none) are read in whole rows, B T tokens a
+ * batch (a row's T + 1-th token never counts): the pairs of DPO and reward models (pairs),
+ * or data laid out in rows (nnt-tokenize --seq); else windows of B T + 1 (trainer.c). */
+int nnt_held_out_in_rows(int pairs, const nnt_data *val);
 /* NNT_OK for a trainer (and its context), else a failure naming fn (trainer.c). */
 int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
 /* The optimizer's updates done (trainer.c). */
