@@ -16,6 +16,7 @@ tokdir="$top_srcdir/tests/fixtures/sft/llama3"
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+. "$top_srcdir/tests/within.sh"
 
 want=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/llama_text.safetensors" \
     losses val_loss val_accuracy probs0 2>/dev/null) || want=""
@@ -41,10 +42,7 @@ run() {
     got="$(sed -n 's/^step [0-9]* loss //p' "$tmp/$name.out" | tr '\n' ' ')"
     got="$got$(sed -n 's/^val 3 loss \([0-9.]*\) accuracy \([0-9.]*\)$/\1 \2/p' "$tmp/$name.out")"
     echo "# $name: nnt $got; PyTorch $ref"
-    if ! awk -v g="$got" -v w="$ref" -v tol="$TOL" 'BEGIN {
-            n = split(g, a, " "); m = split(w, b, " ");
-            if (n != 5 || m != 5) exit 1;
-            for (i = 1; i <= n; i++) if ((a[i] - b[i]) > tol || (b[i] - a[i]) > tol) exit 1 }'; then
+    if ! within "$TOL" "$got" "$ref"; then
         echo "FAIL: nnt-train $name: losses or accuracy differ from PyTorch's by more than $TOL"
         fail=1
     fi
@@ -146,9 +144,7 @@ text=$(sed -n 's/^{"text": "\(.*\)", "label": .*/\1/p' "$fx/text_val.jsonl" | he
     > "$tmp/gen.out" 2> "$tmp/gen.err" || { echo "FAIL: nnt-generate on a classifier: exit status $?"; cat "$tmp/gen.err"; fail=1; }
 got=$(sed -n 's/^label [0-9]*  //p' "$tmp/gen.out" | tr '\n' ' ')
 echo "# nnt-generate: $got; transformers $probs0"
-awk -v g="$got" -v w="$probs0" 'BEGIN { n = split(g, a, " "); m = split(w, b, " ");
-        if (n != 3 || m != 3) exit 1;
-        for (i = 1; i <= n; i++) if ((a[i] - b[i]) > 1e-5 || (b[i] - a[i]) > 1e-5) exit 1 }' &&
+within 1e-5 "$got" "$probs0" &&
     grep -q '^predicted label 2$' "$tmp/gen.out" ||
     { echo "FAIL: nnt-generate on a classifier: not transformers' probabilities"; cat "$tmp/gen.out"; fail=1; }
 "$prog" $records --batch 4 --seq 48 --steps 1 --val-batches 0 --sample 0 --load-hf "$fx/llama_text" \

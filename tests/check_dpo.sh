@@ -18,6 +18,7 @@ fx="$top_srcdir/tests/fixtures/dpo_tiny"
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+. "$top_srcdir/tests/within.sh"
 
 # the fixture's losses (float64 in reference.safetensors: read from the file's header offsets)
 want=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/reference.safetensors" \
@@ -41,10 +42,7 @@ got=$(sed -n 's/^step [0-9]* loss //p' "$tmp/run.out" | tr '\n' ' ')
 gotval=$(sed -n 's/^val 3 loss //p' "$tmp/run.out")
 echo "# nnt:     $got / held out $gotval"
 echo "# PyTorch: $losses / held out $val"
-if ! awk -v g="$got $gotval" -v w="$losses $val" -v tol="$TOL" 'BEGIN {
-        n = split(g, a, " "); m = split(w, b, " ");
-        if (n != 4 || m != 4) exit 1;
-        for (i = 1; i <= n; i++) if ((a[i] - b[i]) > tol || (b[i] - a[i]) > tol) exit 1 }'; then
+if ! within "$TOL" "$got $gotval" "$losses $val"; then
     echo "FAIL: nnt-train --dpo-beta: losses differ from PyTorch's by more than $TOL"; fail=1
 fi
 # --dpo-loss ipo (TRL's "ipo": the log ratios averaged over each sequence's counted targets);
@@ -57,9 +55,7 @@ fi
     echo "FAIL: nnt-train --dpo-loss ipo: exit status $?"; tail -n 5 "$tmp/ipo.err"; fail=1; }
 gotipo=$(sed -n 's/^step [0-9]* loss //p' "$tmp/ipo.out" | tr '\n' ' ')
 echo "# ipo: nnt $gotipo / PyTorch $ipo"
-awk -v g="$gotipo" -v w="$ipo" 'BEGIN { n = split(g, a, " "); m = split(w, b, " ");
-        if (n != 3 || m != 3) exit 1;
-        for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1.5e-4) exit 1 } }' ||
+within 1.5e-4 "$gotipo" "$ipo" ||
     { echo "FAIL: nnt-train --dpo-loss ipo: losses differ from PyTorch's"; fail=1; }
 grep -q "loss_type ipo" "$tmp/ipo.err" "$tmp/ipo.out" ||
     { echo "FAIL: the summary does not name the loss type"; fail=1; }
