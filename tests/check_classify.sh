@@ -67,6 +67,32 @@ head -n 1 "$tmp/whole/val.csv" | grep -q '^step,val_loss,tokens,accuracy$' &&
     sed -n 2p "$tmp/whole/val.csv" | grep -q '^3,[0-9.]*,192,0.25$' ||
     { echo "FAIL: val.csv has no accuracy column"; cat "$tmp/whole/val.csv"; fail=1; }
 
+# LoRA on the classifier: PEFT's initial adapter of task_type SEQ_CLS (q_proj and v_proj, the
+# score head trained whole: modules_to_save) trained as PEFT trains it (the same tolerance);
+# the adapters and head it saves, read by nnt-generate, classify as the merged directory does
+ref="$(python3 "$top_srcdir/tests/st_float64.py" "$fx/lora_text.safetensors" losses val_loss \
+    val_accuracy | tr '\n' ' ')"
+# shellcheck disable=SC2086
+run lora $records --batch 4 --load-peft "$fx/lora_text" --save-peft "$tmp/lora_peft" --merge \
+    --save-hf "$tmp/lora_hf"
+grep -q "^fine-tune: LoRA r 4, alpha 6, dropout 0 on q_proj,v_proj, the classifier's head (score) trained whole from " "$tmp/lora.err" ||
+    { echo "FAIL: the summary's fine-tune line"; grep '^fine-tune' "$tmp/lora.err"; fail=1; }
+grep -q '"modules_to_save": \["classifier", "score"\]' "$tmp/lora_peft/adapter_config.json" &&
+    grep -q '"task_type": "SEQ_CLS"' "$tmp/lora_peft/adapter_config.json" ||
+    { echo "FAIL: --save-peft of a classifier: not PEFT's SEQ_CLS configuration"; fail=1; }
+ltext=$(sed -n 's/^{"text": "\(.*\)", "label": .*/\1/p' "$fx/text_val.jsonl" | sed -n 2p)
+"$top_builddir/nnt-generate" --load-hf "$fx/llama_text" --adapter "$tmp/lora_peft" \
+    --tokenizer-json "$tokdir/tokenizer.json" --prompt "$ltext" > "$tmp/lgen.out" 2>&1 &&
+    "$top_builddir/nnt-generate" --load-hf "$tmp/lora_hf" --tokenizer-json "$tokdir/tokenizer.json" \
+        --prompt "$ltext" > "$tmp/lgen_hf.out" 2>&1 &&
+    "$top_builddir/nnt-generate" --load-hf "$fx/llama_text" --tokenizer-json "$tokdir/tokenizer.json" \
+        --prompt "$ltext" > "$tmp/lgen_base.out" 2>&1 &&
+    within 1e-5 "$(sed -n 's/^label [0-9]*  //p' "$tmp/lgen.out" | tr '\n' ' ')" \
+        "$(sed -n 's/^label [0-9]*  //p' "$tmp/lgen_hf.out" | tr '\n' ' ')" &&
+    ! within 1e-3 "$(sed -n 's/^label [0-9]*  //p' "$tmp/lgen.out" | tr '\n' ' ')" \
+        "$(sed -n 's/^label [0-9]*  //p' "$tmp/lgen_base.out" | tr '\n' ' ')" ||
+    { echo "FAIL: nnt-generate --adapter on a classifier: not the merged directory's classification"; cat "$tmp/lgen.out" "$tmp/lgen_hf.out"; fail=1; }
+
 # nnt-tokenize --num-labels: each text, then its label, the one target that counts; the same
 # run from its file
 "$tok_prog" --tokenizer-json "$tokdir/tokenizer.json" --num-labels 3 --seq 48 --too-long cut \
@@ -74,6 +100,7 @@ head -n 1 "$tmp/whole/val.csv" | grep -q '^step,val_loss,tokens,accuracy$' &&
     "$tok_prog" --tokenizer-json "$tokdir/tokenizer.json" --num-labels 3 --seq 48 \
         --out "$tmp/val.bin" "$fx/text_val.jsonl" 2>> "$tmp/tok.err" || {
     echo "FAIL: nnt-tokenize --num-labels: exit status $?"; cat "$tmp/tok.err"; fail=1; }
+ref="$(echo "$want" | sed -n 1,3p | tr '\n' ' ')"
 run file --data "$tmp/train.bin" --val-data "$tmp/val.bin" --batch 4
 # without --too-long cut the long text is refused, named by its line
 "$tok_prog" --tokenizer-json "$tokdir/tokenizer.json" --num-labels 3 --seq 48 \

@@ -9,6 +9,7 @@
 #include "io/io.h"
 
 #include <math.h>
+#include <sys/stat.h>
 
 /* The safetensors file at path (any fixture directory). */
 static inline nnt_st_reader *fixture_open_st_path(const char *path)
@@ -165,6 +166,26 @@ static inline double fixture_worst_against(nnt_layer *l, nnt_st_reader *r, const
         free(want), free(got);
     }
     return e;
+}
+
+/* dir/adapter_config.json with text, dir/adapter_model.safetensors a copy of src's */
+static inline void fixture_write_adapter(const char *dir, const char *config, const char *src)
+{
+    char path[4300];
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(config, f);
+    fclose(f);
+    size_t len = 0;
+    unsigned char *buf = slurp(src, &len);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(buf, 1, len, f), len);
+    fclose(f);
+    free(buf);
 }
 
 /* ---- the PEFT fixtures (tests/gen_lora_fixtures.py, gen_gemma_fixtures.py,

@@ -52,6 +52,18 @@ nnt_sft_encode_labelled, nnt-tokenize --num-labels):
                not truncated)
   llama_text/  a LlamaForSequenceClassification of 3 labels over the llama3 tokenizer's
                vocabulary (C 32, L 2, NH 4, NKV 2, hidden 48), pad_token_id its pad_token's
+  lora_cls_qv/, lora_cls_all/  LoRA adapters of llama_cls as PEFT makes them for a
+               classifier (LoraConfig task_type SEQ_CLS: the score head trained whole,
+               modules_to_save ["classifier", "score"]): qv r 4, lora_alpha 6 on q_proj and
+               v_proj; all r 2, lora_alpha 4, use_rslora, all-linear (score not adapted);
+               init/ as get_peft_model made it, trained/ after 3 AdamW steps on llama_cls's
+               rows (the optimizer above, the base frozen)
+  lora_cls_<case>.safetensors  losses (the 3 steps'), logits (the pooled logits after
+               them), merged_logits (trained/ read back and merged: merge_and_unload)
+  lora_text/   a SEQ_CLS adapter of llama_text (r 4, lora_alpha 6, q_proj and v_proj) as
+               get_peft_model made it; lora_text.safetensors: what llama_text.safetensors
+               holds, for it trained on the records (probs0 before the steps: the head's
+               alone, the adapters' B being zero)
   llama_text.safetensors  losses (3 steps of B 4: the training records in order, each
                text truncated to TEXT_T - 1 tokens as tokenizer(text, truncation=True,
                max_length=TEXT_T - 1) does, rows padded on the right with the pad id as
@@ -243,32 +255,101 @@ def text_classification(out):
     m.config.pad_token_id = pad
     m.save_pretrained(os.path.join(out, "llama_text"), safe_serialization=True)
 
-    def batch(recs):
-        enc = [tok(t, truncation=True, max_length=TEXT_T - 1)["input_ids"] for t, _ in recs]
-        n = max(len(e) for e in enc)
-        ids = torch.tensor([e + [pad] * (n - len(e)) for e in enc])
-        return ids, torch.tensor([lab for _, lab in recs])
+    save_file(train_text(m, tok), os.path.join(out, "llama_text.safetensors"))
 
+
+def text_batch(tok, recs):
+    """records as tokenizer(text, truncation=True, max_length=TEXT_T - 1) encodes them,
+    padded on the right with the pad id (DataCollatorWithPadding); their labels"""
+    enc = [tok(t, truncation=True, max_length=TEXT_T - 1)["input_ids"] for t, _ in recs]
+    n = max(len(e) for e in enc)
+    ids = torch.tensor([e + [tok.pad_token_id] * (n - len(e)) for e in enc])
+    return ids, torch.tensor([lab for _, lab in recs])
+
+
+def train_text(m, tok):
+    """STEPS steps of B training records on m; the reference: losses, val_loss, val_accuracy,
+    probs0 (the first held-out text's label probabilities before the steps)"""
     with torch.no_grad():   # the first held-out text, as nnt-generate classifies it
         probs0 = m(**tok(TEXT_VAL[0][0], return_tensors="pt")).logits.softmax(-1)[0].double()
     opt = adamw(m)
     losses = []
     for s in range(STEPS):
-        ids, labels = batch(TEXT_TRAIN[s * B:(s + 1) * B])
+        ids, labels = text_batch(tok, TEXT_TRAIN[s * B:(s + 1) * B])
         opt.zero_grad()
         loss = cls_loss(m, ids, labels)
         loss.backward()
         losses.append(loss.item())
         opt.step()
-    ids, labels = batch(TEXT_VAL)
+    ids, labels = text_batch(tok, TEXT_VAL)
     with torch.no_grad():
         logits = pooled_logits(m, ids)
         val_loss = F.cross_entropy(logits, labels)
         accuracy = (logits.argmax(-1) == labels).double().mean()
-    save_file({"losses": torch.tensor(losses, dtype=torch.float64),
-               "val_loss": val_loss.reshape(1).double(), "val_accuracy": accuracy.reshape(1),
-               "probs0": probs0},
-              os.path.join(out, "llama_text.safetensors"))
+    return {"losses": torch.tensor(losses, dtype=torch.float64),
+            "val_loss": val_loss.reshape(1).double(), "val_accuracy": accuracy.reshape(1),
+            "probs0": probs0}
+
+
+def clean_adapter(adir):
+    """no machine's path in a committed adapter_config.json, all-linear's names sorted"""
+    cfg_path = os.path.join(adir, "adapter_config.json")
+    cfg = json.load(open(cfg_path))
+    cfg["base_model_name_or_path"] = None
+    if isinstance(cfg["target_modules"], list):   # (all-linear's names: a set's order)
+        cfg["target_modules"] = sorted(cfg["target_modules"])
+    with open(cfg_path, "w") as fh:
+        json.dump(cfg, fh, indent=2, sort_keys=True)
+    readme = os.path.join(adir, "README.md")
+    if os.path.exists(readme):
+        os.remove(readme)
+
+
+def lora_classifier(out):
+    """LoRA adapters of llama_cls as PEFT makes them for a classifier (task_type SEQ_CLS: the
+    score head trained whole, modules_to_save), trained on llama_cls's rows; one of
+    llama_text trained on the classification records."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                     "fixtures", "sft", "llama3"))
+    m = LlamaForSequenceClassification.from_pretrained(os.path.join(out, "llama_text")).eval()
+    torch.manual_seed(13)
+    pm = get_peft_model(m, LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=6, lora_dropout=0.0,
+                                      target_modules=["q_proj", "v_proj"]))
+    pm.save_pretrained(os.path.join(out, "lora_text"))
+    clean_adapter(os.path.join(out, "lora_text"))
+    save_file(train_text(pm, tok), os.path.join(out, "lora_text.safetensors"))
+
+    base = os.path.join(out, "llama_cls")
+    r = load_file(os.path.join(out, "llama_cls.safetensors"))
+    ids, labels = r["ids"].long(), r["labels"].long()
+    for case, seed, kw in (("lora_cls_qv", 11, dict(r=4, lora_alpha=6,
+                                                    target_modules=["q_proj", "v_proj"])),
+                           ("lora_cls_all", 12, dict(r=2, lora_alpha=4, use_rslora=True,
+                                                     target_modules="all-linear"))):
+        m = LlamaForSequenceClassification.from_pretrained(base).eval()
+        torch.manual_seed(seed)
+        pm = get_peft_model(m, LoraConfig(task_type="SEQ_CLS", lora_dropout=0.0, **kw))
+        trainable = sorted(n for n, p in pm.named_parameters() if p.requires_grad)
+        assert trainable[-1].endswith("score.modules_to_save.default.weight"), trainable
+        assert not any("score.lora" in n for n in trainable), trainable
+        pm.save_pretrained(os.path.join(out, case, "init"))
+        ref = {}
+        train(pm, lambda: cls_loss(pm, ids, labels), ref, False)
+        ref = {k: v for k, v in ref.items() if not k.startswith("final.")}
+        with torch.no_grad():
+            ref["logits"] = pooled_logits(pm, ids).contiguous()
+        pm.save_pretrained(os.path.join(out, case, "trained"))
+        merged = PeftModel.from_pretrained(
+            LlamaForSequenceClassification.from_pretrained(base).eval(),
+            os.path.join(out, case, "trained")).merge_and_unload()
+        with torch.no_grad():   # the trained adapter read back and merged: the same logits
+            ref["merged_logits"] = pooled_logits(merged, ids).contiguous()
+        save_file(ref, os.path.join(out, case + ".safetensors"))
+        for sub in ("init", "trained"):
+            clean_adapter(os.path.join(out, case, sub))
 
 
 def main():
@@ -358,6 +439,7 @@ def main():
     lm = LlamaForCausalLM(llama_config(2))
     lm.save_pretrained(os.path.join(out, "llama_lm"), safe_serialization=True)
     text_classification(out)
+    lora_classifier(out)
     for d in ["llama_cls", "llama_rm", "gpt2_cls", "llama_lm", "llama_text"]:
         gen = os.path.join(out, d, "generation_config.json")
         if os.path.exists(gen):

@@ -418,6 +418,12 @@ cls_accuracy_divisor|lib/train/trainer.c|s@    r->accuracy = labelled ? (double)
 trainer_accum_unchecked|lib/train/trainer.c|s@    if (o.accum >= 1 \&\& o.accum != opt->opts.accum_steps)@    if (0)@|trainer: an optimizer summing another number of micro-batches taken
 gen_cls_pooled_at|examples/nnt_generate.c|s@logits + at \* L : NULL;@logits + (at > 0 ? at - 1 : 0) * L : NULL;@|nnt-generate on a classifier: the logits of the token before the pooled one
 val_rows_whole|lib/train/trainer.c|s@    return val \&\& nnt_data_info_get(val, \&di) == 0 \&\& di.block > 0;@    return 0;@|held-out rows: a row more needed than B of them
+lora_cls_head_adapted|lib/models/lora.c|s@        return !is_head(m);@        return !(m->top \&\& strcmp(m->path, "lm_head") == 0);@|LoRA on a classifier: all-linear adapts the score head
+lora_cls_head_frozen|lib/models/lora.c|s@        if (p == keep)@        if (0)@|LoRA on a classifier: the head frozen with the base
+lora_cls_head_not_unfrozen|lib/models/lora.c|s@    if (rc == 0 \&\& keep \&\& keep->frozen)@    if (0)@|LoRA on a classifier: a frozen head left frozen, not trained whole
+lora_cls_head_unsaved|lib/models/lora.c|s@->head ? head_param(tree) : NULL;@->head ? NULL : NULL;@|LoRA on a classifier: the head not saved with the adapters
+lora_cls_task_type|lib/models/lora.c|s@st->head ? "SEQ_CLS" : "CAUSAL_LM"@"CAUSAL_LM"@|LoRA on a classifier: adapter_config.json task_type CAUSAL_LM
+lora_cls_modules_to_save_ignored|lib/models/lora.c|s@            \*head = 1;@            *head = 0;@|PEFT adapters: modules_to_save score ignored
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -1205,26 +1205,6 @@ END_TEST
 
 /* ---- refusals ------------------------------------------------------------------------------- */
 
-/* dir/adapter_config.json with text, dir/adapter_model.safetensors a copy of src's */
-static void write_adapter(const char *dir, const char *config, const char *src)
-{
-    char path[4300];
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(config, f);
-    fclose(f);
-    size_t len = 0;
-    unsigned char *buf = slurp(src, &len);
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
-    f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fwrite(buf, 1, len, f), len);
-    fclose(f);
-    free(buf);
-}
-
 /* GPT-2's q, k and v answer to nnt_layer_freeze under the name of the tensor that holds them
  * in its files too (transformer.h.<i>.attn.c_attn.*), and only they; c_proj to its own */
 START_TEST(test_freeze_gpt2_file_names)
@@ -1304,7 +1284,7 @@ START_TEST(test_refusals)
          "is (4, 32), the model's is (2, 32)", NNT_E_SHAPE},
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
-        write_adapter(test_tmp_path("bad"), BAD[i].config, src);
+        fixture_write_adapter(test_tmp_path("bad"), BAD[i].config, src);
         EXPECT_FAIL_MSG(nnt_model_load_peft(l, test_tmp_path("bad")), BAD[i].rc, BAD[i].msg);
         int64_t count = 0;   /* the model as it was */
         EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
@@ -1345,7 +1325,7 @@ START_TEST(test_refusals)
          "has no tensor base_model.model.model.layers.0.mlp.experts.lora_A.weight", NNT_E_FORMAT},
     };
     for (size_t i = 0; i < sizeof MOE_BAD / sizeof MOE_BAD[0]; i++) {
-        write_adapter(test_tmp_path("bad"), MOE_BAD[i].config, src);
+        fixture_write_adapter(test_tmp_path("bad"), MOE_BAD[i].config, src);
         EXPECT_FAIL_MSG(nnt_model_load_peft(l, test_tmp_path("bad")), MOE_BAD[i].rc,
                         MOE_BAD[i].msg);
     }

@@ -27,6 +27,7 @@
 #define PEFT_CONFIG "adapter_config.json"
 #define PEFT_WEIGHTS "adapter_model.safetensors"
 #define MODULE_MAX 512
+#define HEAD "score"   /* a classifier's head: trained whole beside the adapters, unprefixed */
 
 /* ---- the modules of a model ------------------------------------------------------------- */
 
@@ -56,9 +57,14 @@ typedef struct module_naming {
     const nnt_model_config *cfg;
 } module_naming;
 
-/* m's Hugging Face name: the family's prefix and its name for the module's path. */
+/* m's Hugging Face name: the family's prefix and its name for the module's path (a
+ * classifier's head: "score" in every family's files). */
 static void module_hf_name(const module_naming *mn, lora_module *m)
 {
+    if (m->top && strcmp(m->path, HEAD) == 0) {
+        snprintf(m->hf, sizeof m->hf, "%s", HEAD);
+        return;
+    }
     char renamed[MODULE_MAX];
     snprintf(renamed, sizeof renamed, "%s", m->path);
     if (mn->f->hf_rename)
@@ -210,11 +216,17 @@ static int expert_target(const char *name)
            ends_with_name(name, "experts.down_proj");
 }
 
+/* Whether m is a model's output head: its lm_head, a classifier's score. */
+static int is_head(const lora_module *m)
+{
+    return m->top && (strcmp(m->path, "lm_head") == 0 || strcmp(m->path, HEAD) == 0);
+}
+
 /* Whether m is a target (its name counted). */
 static int targets_match(targets *t, const lora_module *m)
 {
-    if (t->all_linear)
-        return !(m->top && strcmp(m->path, "lm_head") == 0);
+    if (t->all_linear)   /* (PEFT leaves the output layer out) */
+        return !is_head(m);
     int hit = 0;
     for (int i = 0; i < t->n; i++) {
         int yes = m->expert >= 0 ? expert_target(t->names[i]) &&
@@ -277,6 +289,10 @@ static int add_one(const lora_module *m, void *arg)
                  a->seen[0] ? ", " : "", last);
     if (!targets_match(a->t, m))
         return NNT_OK;
+    if (m->top && strcmp(m->path, HEAD) == 0)
+        return nnt_fail(m->layer->ctx, NNT_E_INVAL, "nnt_model_lora_add: target '%s' is the "
+                        "classifier's head, trained whole beside the adapters (PEFT's "
+                        "modules_to_save), not adapted", HEAD);
     a->matched++;
     if (m->expert >= 0 && a->dropout > 0)
         return nnt_fail(m->layer->ctx, NNT_E_INVAL, "nnt_model_lora_add: lora_dropout %g on "
@@ -321,16 +337,31 @@ static void cancel_backward(nnt_layer *model)
     nnt_gpt_cancel_backward(model);
 }
 
-/* Every parameter but the adapters frozen (PEFT's get_peft_model) in mode (an
- * nnt_freeze_mode); those frozen already left as they are. check: only whether each fits
- * NF4 (NNT_FREEZE_NF4), nothing changed. */
-static int freeze_base(nnt_layer *tree, int mode, int check, const char *fn)
+/* A classifier's head weight ("score.weight"), NULL for a language model. */
+static nnt_layer_param_rec *head_param(nnt_layer *tree)
+{
+    int64_t count = 0;
+    if (nnt_layer_num_params(tree, &count, NULL))
+        return NULL;
+    for (int64_t i = 0; i < count; i++)
+        if (strcmp(tree->listed_names[i], HEAD ".weight") == 0)
+            return nnt_layer_listed(tree, i);
+    return NULL;
+}
+
+/* Every parameter but the adapters and keep (a classifier's head, trained whole; NULL: none)
+ * frozen (PEFT's get_peft_model) in mode (an nnt_freeze_mode); those frozen already left as
+ * they are. check: only whether each fits NF4 (NNT_FREEZE_NF4), nothing changed. */
+static int freeze_base(nnt_layer *tree, int mode, int check, const char *fn,
+                       const nnt_layer_param_rec *keep)
 {
     int64_t count = 0;
     NNT_TRY(nnt_layer_num_params(tree, &count, NULL));
     for (int64_t i = 0; i < count; i++) {
         nnt_layer_param_rec *p = nnt_layer_listed(tree, i);
         if (p->adapter || p->frozen)
+            continue;
+        if (p == keep)   /* a classifier's head, trained whole */
             continue;
         if (!check)
             NNT_TRY(nnt_layer_set_frozen(tree, p, mode));
@@ -341,9 +372,11 @@ static int freeze_base(nnt_layer *tree, int mode, int check, const char *fn)
 }
 
 /* Adapters on the targets of o (checked) in model, with A initialised from o->seed and B zero;
- * targets that match no module refused before anything changes. */
+ * targets that match no module refused before anything changes. head: a classifier's head
+ * is trained whole beside them (unfrozen, never frozen by o->freeze_base) and saved with them
+ * (PEFT's modules_to_save). */
 static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
-                    const char *targets_text, const lora_patterns *pat)
+                    const char *targets_text, const lora_patterns *pat, int head)
 {
     nnt_layer *tree = NULL;
     const nnt_family *f = NULL;
@@ -352,9 +385,13 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
     if (st->on)
         return nnt_fail(model->ctx, NNT_E_STATE, "%s: the model has LoRA adapters already "
                         "(merge them first: nnt_model_lora_merge)", fn);
+    nnt_layer_param_rec *keep = head ? head_param(tree) : NULL;
+    if (head && !keep)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the model has no classifier's head "
+                        "(%s.weight) to train beside the adapters", fn, HEAD);
     cancel_backward(model);
     if (o->freeze_base)   /* the base fits NF4, before anything changes */
-        NNT_TRY(freeze_base(tree, nnt_layer_freeze_mode(o->freeze_base), 1, fn));
+        NNT_TRY(freeze_base(tree, nnt_layer_freeze_mode(o->freeze_base), 1, fn, keep));
     targets t;
     NNT_TRY(targets_parse(model->ctx, fn, targets_text, &t));
     add_pass a = {&t, 0, o->rank, o->alpha, o->dropout, o->rslora != 0, pat, o->seed, 0, ""};
@@ -376,11 +413,14 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
     if (rc == 0)
         rc = nnt_layer_init_adapters(tree, o->seed);
     if (rc == 0 && o->freeze_base)
-        rc = freeze_base(tree, nnt_layer_freeze_mode(o->freeze_base), 0, fn);
+        rc = freeze_base(tree, nnt_layer_freeze_mode(o->freeze_base), 0, fn, keep);
+    if (rc == 0 && keep && keep->frozen)   /* PEFT's modules_to_save are trained */
+        rc = nnt_layer_set_frozen(tree, keep, NNT_UNFREEZE);
     if (rc == 0 && model->vt->reregister)
         rc = model->vt->reregister(model);
     if (rc == 0) {
         st->on = 1;
+        st->head = head;
         st->rank = o->rank;
         st->alpha = o->alpha;
         st->rslora = o->rslora != 0;
@@ -402,14 +442,11 @@ NNT_API int nnt_model_lora_add(nnt_layer *model, const nnt_lora_options *opts)
     NNT_TRY(tree_of(model, fn, &tree, &f));
     nnt_model_config cfg;
     NNT_TRY(nnt_model_config_get(model, fn, &cfg));
-    if (cfg.num_labels > 0)   /* PEFT trains a classifier's head whole (modules_to_save) */
-        return nnt_fail(model->ctx, NNT_E_UNSUPPORTED, "%s: LoRA on a classifier "
-                        "(num_labels %lld) is not supported yet: train it whole", fn,
-                        (long long)cfg.num_labels);
     const char *targets = o.targets          ? o.targets
                           : f->lora_targets ? f->lora_targets
                                             : "all-linear";
-    return lora_add(model, fn, &o, targets, NULL);
+    /* a classifier's head trained whole (PEFT's task_type SEQ_CLS: modules_to_save) */
+    return lora_add(model, fn, &o, targets, NULL, cfg.num_labels > 0);
 }
 
 /* ---- merging --------------------------------------------------------------------------------- */
@@ -443,7 +480,7 @@ NNT_API int nnt_model_lora_merge(nnt_layer *model)
     if (rc == 0 && model->vt->reregister)
         rc = model->vt->reregister(model);
     if (rc == 0)
-        st->on = 0;
+        st->on = st->head = 0;   /* (a classifier's head is the model's own) */
     return rc;
 }
 
@@ -557,10 +594,20 @@ static int peft_of_module(const lora_module *m, void *arg)
     return p->fn(&b, p->arg);
 }
 
+/* The PEFT tensors of a model's adapters, then its classifier's head when it is trained
+ * beside them (PEFT's modules_to_save: "base_model.model.score.weight", (num_labels, C)). */
 static int each_peft(nnt_layer *model, const nnt_family *f, peft_fn fn, void *arg)
 {
     peft_pass p = {fn, arg, f};
-    return each_module(model, f, peft_of_module, &p);
+    NNT_TRY(each_module(model, f, peft_of_module, &p));
+    nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
+    nnt_layer_param_rec *hp = nnt_model_lora_of(tree)->head ? head_param(tree) : NULL;
+    if (!hp)
+        return NNT_OK;
+    int64_t n = numel_of(hp->value);
+    peft_tensor h = {PEFT_PREFIX HEAD ".weight", hp->value->shape[0], n / hp->value->shape[0],
+                     {hp->value}, 1, {n}, 0, NULL, 0, 0, 0};
+    return fn(&h, arg);
 }
 
 /* The tensors part[0..n) one after the other in buf: copied into it (load 0) or from it */
@@ -737,10 +784,11 @@ static int config_text(nnt_ctx *ctx, const char *fn, const nnt_model_lora *st, i
     nnt_cfg_add(&t, "%s%s,\n  \"lora_bias\": false,\n  \"lora_dropout\": ", num,
                 strpbrk(num, ".en") ? "" : ".0");
     snprintf(num, sizeof num, "%.17g", st->dropout);
-    nnt_cfg_add(&t, "%s%s,\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n"
+    nnt_cfg_add(&t, "%s%s,\n  \"modules_to_save\": %s,\n  \"peft_type\": \"LORA\",\n"
                 "  \"r\": %lld,\n  \"rank_pattern\": %s,\n  \"revision\": null,\n"
                 "  \"target_modules\": ", num, strpbrk(num, ".en") ? "" : ".0",
-                (long long)st->rank, st->rank_pattern[0] ? st->rank_pattern : "{}");
+                st->head ? "[\"classifier\", \"" HEAD "\"]" : "null", (long long)st->rank,
+                st->rank_pattern[0] ? st->rank_pattern : "{}");
     if (x) {
         nnt_cfg_add(&t, "[%s],\n  \"target_parameters\": [%s]",
                     x->modules.buf ? x->modules.buf : "", x->params.buf ? x->params.buf : "");
@@ -766,8 +814,9 @@ static int config_text(nnt_ctx *ctx, const char *fn, const nnt_model_lora *st, i
         }
         nnt_cfg_add(&t, "]");
     }
-    nnt_cfg_add(&t, ",\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n"
-                "  \"use_rslora\": %s\n}\n", st->rslora ? "true" : "false");
+    nnt_cfg_add(&t, ",\n  \"task_type\": \"%s\",\n  \"use_dora\": false,\n"
+                "  \"use_rslora\": %s\n}\n", st->head ? "SEQ_CLS" : "CAUSAL_LM",
+                st->rslora ? "true" : "false");
     if (t.oom) {
         free(t.buf);
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
@@ -838,11 +887,12 @@ static const char *const KNOWN_KEYS[] = {
     "r", "lora_alpha", "lora_dropout", "use_rslora", "target_modules", "peft_type", "bias",
     "task_type", "base_model_name_or_path", "revision", "inference_mode", "auto_mapping",
     "fan_in_fan_out", "init_lora_weights", "peft_version", "megatron_core",
-    "qalora_group_size", "target_parameters", "rank_pattern", "alpha_pattern", NULL};
+    "qalora_group_size", "target_parameters", "rank_pattern", "alpha_pattern",
+    "modules_to_save", NULL};
 
 /* An option nnt does not implement, refused when set (not null, false, [] or {}). */
 static const char *const UNSUPPORTED_KEYS[] = {
-    "use_dora", "modules_to_save", "layers_to_transform",
+    "use_dora", "layers_to_transform",
     "layers_pattern", "lora_bias", "exclude_modules", "use_qalora",
     "trainable_token_indices", "layer_replication", "alora_invocation_tokens", NULL};
 
@@ -966,10 +1016,37 @@ static int read_patterns(nnt_ctx *ctx, const char *fn, const nnt_cfg_in *c, cons
     return rc;
 }
 
+/* PEFT's modules_to_save: *head 1 when it names a classifier's head ("score"; PEFT's task
+ * type SEQ_CLS lists "classifier" and "score", the heads' names in transformers' classes,
+ * of which a model has one); another module is refused. */
+static int read_modules_to_save(const nnt_cfg_in *c, int *head)
+{
+    *head = 0;
+    if (nnt_cfg_is_empty(c, "modules_to_save"))
+        return NNT_OK;
+    char *list = NULL;
+    NNT_TRY(nnt_cfg_string_list(c, "modules_to_save", &list));
+    int rc = NNT_OK;
+    for (char *p = list; rc == 0 && p && *p;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (strcmp(p, HEAD) == 0)
+            *head = 1;
+        else if (strcmp(p, "classifier") != 0)
+            rc = nnt_cfg_unsupported(c, "modules_to_save", p, "a classifier's head (\"" HEAD
+                                     "\"); nnt trains no other module whole beside adapters");
+        p = comma ? comma + 1 : NULL;
+    }
+    free(list);
+    return rc;
+}
+
 /* The settings of adapter_config.json into *o (targets into *targets, malloc'd), its
- * rank_pattern and alpha_pattern into pat and text. */
+ * rank_pattern and alpha_pattern into pat and text, *head whether it trains a classifier's
+ * head (read_modules_to_save). */
 static int read_config(nnt_ctx *ctx, const char *fn, const char *path, nnt_lora_options *o,
-                       char **targets, lora_patterns *pat, char text[2][1024])
+                       char **targets, lora_patterns *pat, char text[2][1024], int *head)
 {
     nnt_cfg_in *c = NULL;
     NNT_TRY(nnt_cfg_open(ctx, fn, path, &c));
@@ -1015,6 +1092,8 @@ static int read_config(nnt_ctx *ctx, const char *fn, const char *path, nnt_lora_
     }
     if (rc == 0)
         rc = read_target_parameters(ctx, fn, c, &raw);
+    if (rc == 0)
+        rc = read_modules_to_save(c, head);
     if (rc == 0)
         rc = read_patterns(ctx, fn, c, "rank_pattern", 1, pat, text[0], 1024);
     if (rc == 0)
@@ -1107,10 +1186,24 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
     char *targets = NULL, pat_text[2][1024];
     lora_patterns pat;
     memset(&pat, 0, sizeof pat);
-    NNT_TRY(read_config(model->ctx, fn, path, &o, &targets, &pat, pat_text));
+    int head = 0;
+    NNT_TRY(read_config(model->ctx, fn, path, &o, &targets, &pat, pat_text, &head));
     o.freeze_base = 0;   /* after the file was read */
+    nnt_model_config cfg;
+    int rc = nnt_model_config_get(model, fn, &cfg);
+    if (rc == 0 && head && cfg.num_labels == 0)
+        rc = nnt_fail(model->ctx, NNT_E_INVAL, "%s: %s trains a classifier's head beside its "
+                      "adapters (modules_to_save \"%s\", task_type SEQ_CLS): load it on a "
+                      "classifier (nnt_model_config.num_labels), not a language model", fn, path,
+                      HEAD);
+    if (rc) {
+        free(targets);
+        return rc;
+    }
+    nnt_layer_param_rec *hp = head ? head_param(tree) : NULL;
+    int hp_frozen = hp && hp->frozen;   /* (frozen again if the load fails) */
     peft_load g = {model->ctx, fn, wpath, NULL, 0, 0, NULL, ""};
-    int rc = nnt_st_open(wpath, &g.r, g.err, sizeof g.err);
+    rc = nnt_st_open(wpath, &g.r, g.err, sizeof g.err);
     if (rc)
         rc = nnt_fail(model->ctx, rc, "%s: %s", fn, g.err);
     if (rc == 0 && (o.rank < 1 || o.rank > 65536 || !(o.alpha > 0.0) ||
@@ -1118,7 +1211,7 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
         rc = nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: r %lld, lora_alpha %g or lora_dropout "
                       "%g out of range", fn, path, (long long)o.rank, o.alpha, o.dropout);
     if (rc == 0)
-        rc = lora_add(model, fn, &o, targets, &pat);
+        rc = lora_add(model, fn, &o, targets, &pat, head);
     if (rc == 0) {   /* written back by nnt_model_save_peft */
         nnt_model_lora *st = nnt_model_lora_of(tree);
         snprintf(st->rank_pattern, sizeof st->rank_pattern, "%s", pat_text[0]);
@@ -1149,13 +1242,15 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
     }
     nnt_st_close(g.r);
     if (rc == 0) {   /* the base frozen, as PEFT's from_pretrained leaves it */
-        rc = freeze_base(tree, NNT_FREEZE, 0, fn);
+        rc = freeze_base(tree, NNT_FREEZE, 0, fn, hp);
         if (rc == 0 && model->vt->reregister)
             rc = model->vt->reregister(model);
         return rc;
     }
     unload(tree);   /* the model as it was */
-    nnt_model_lora_of(tree)->on = 0;
+    nnt_model_lora_of(tree)->on = nnt_model_lora_of(tree)->head = 0;
+    if (hp_frozen && !hp->frozen)
+        nnt_layer_set_frozen(tree, hp, NNT_FREEZE);
     nnt_layer_params_changed(tree);
     if (model->vt->reregister)
         model->vt->reregister(model);

@@ -201,6 +201,8 @@ typedef struct nnt_model_lora {
     char targets[8192];       /* target_modules, comma-separated, or "all-linear"         */
     char rank_pattern[1024];  /* PEFT's rank_pattern and alpha_pattern as read (JSON     */
     char alpha_pattern[1024]; /* objects; "" : none)                                     */
+    int head;                 /* a classifier's head (score) trained whole beside the
+                                 adapters and saved with them (PEFT's modules_to_save)     */
 } nnt_model_lora;
 /* Those of a tree of nnt_model_build_tree (NULL for another layer). */
 nnt_model_lora *nnt_model_lora_of(nnt_layer *tree);

@@ -52,15 +52,29 @@ static void add_model_line(const nnt_trainer *tr, nnt_text *t)
     add(t, "%s%s\n", *preset ? ", preset " : "", preset);
 }
 
+/* Whether a classifier's head (score.weight) is trained (not frozen). */
+static int head_trained(nnt_layer *model)
+{
+    int64_t count = 0;
+    nnt_layer_num_params(model, &count, NULL);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
+        if (nnt_layer_param(model, i, &info) == 0 && strcmp(info.name, "score.weight") == 0)
+            return !info.frozen;
+    }
+    return 0;
+}
+
 static void add_tuning(const nnt_trainer *tr, nnt_text *t)
 {
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
     char peft[4096];
     member(tr->o.extra_options, "load_peft", peft, sizeof peft);
     if (nnt_model_lora_get(tr->model, &lo) == 0)
-        add(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s\n", (long long)lo.rank,
-            lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets, *peft ? " from " : "",
-            peft);
+        add(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s%s\n",
+            (long long)lo.rank, lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets,
+            head_trained(tr->model) ? ", the classifier's head (score) trained whole" : "",
+            *peft ? " from " : "", peft);
     char base[4096], mode[32];
     member(tr->o.extra_options, "model_source", base, sizeof base);
     member(tr->o.extra_options, "freeze_mode", mode, sizeof mode);
