@@ -32,6 +32,8 @@ typedef struct opts {
                                                tokenizer.json, as its run recorded them */
     int64_t max_new, top_k, seed, cpus;
     int64_t num_samples;                    /* --num-samples: sequences side by side */
+    int64_t num_labels;                     /* --num-labels: a language model's directory
+                                               read into a classifier (0: as it is)   */
     double temperature, top_p;
     int tokenizer;                          /* TOK_*, -1: not given          */
     int precision;                          /* nnt_precision                 */
@@ -59,6 +61,9 @@ static const cli_option table[] = {
             "an nnt-train checkpoint, or the --out directory holding it"),
     OPT_STR("adapter", adapter, NULL, 0, "DIR", "with the LoRA adapter of a PEFT directory "
             "(nnt-train\n--save-peft, PEFT's save_pretrained) on the model"),
+    OPT_INT("num-labels", num_labels, 1, 1 << 20, "0", 0, "N", "read the --load-hf language "
+            "model into a classifier\nof N labels (its score head new: give it with\n"
+            "--adapter, a classifier's PEFT adapter; 1: a\nreward model)"),
     OPT_GROUP("Prompt (one of):"),
     OPT_STR("prompt", prompt, NULL, 0, "TEXT", "text, encoded with the tokenizer"),
     OPT_STR("prompt-file", prompt_file, NULL, 0, "FILE", "the text of FILE (-: standard input)"),
@@ -183,6 +188,9 @@ static int parse_args(int argc, char **argv, opts *o)
         return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");
     if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file + !!o->messages != 1)
         return usage("%s", "give one of --prompt, --prompt-file, --prompt-ids and --messages");
+    if (o->num_labels && !o->load_hf)
+        return usage("%s", "--num-labels reads a Hugging Face language model's directory into a "
+                     "classifier: give --load-hf DIR");
     if (o->quantize && !o->load_hf)
         return usage("%s", "--quantize nf4 reads a Hugging Face directory's matrices into NF4: "
                      "give --load-hf DIR");
@@ -459,14 +467,41 @@ static int source_config(nnt_ctx *ctx, const opts *o, nnt_model_config *cfg)
     return rc ? lib_error(source_option(o), rc) : 0;
 }
 
+/* --num-labels N: the configuration of cfg, a language model's, as a classifier of N labels
+ * (as nnt-train --num-labels makes one; a classifier of other labels refused); 0, else 1 or
+ * 2 (reported). */
+static int relabel(const opts *o, nnt_model_config *cfg)
+{
+    if (!o->num_labels || cfg->num_labels == o->num_labels)
+        return 0;
+    if (cfg->num_labels > 0) {
+        fprintf(stderr, "nnt-generate: --num-labels %lld: %s is a classifier of %lld labels "
+                "already\n", (long long)o->num_labels, o->load_hf, (long long)cfg->num_labels);
+        return 2;
+    }
+    cfg->num_labels = o->num_labels;
+    if (!o->adapter)
+        fprintf(stderr, "nnt-generate: note: --num-labels %lld without --adapter: the score "
+                "head is new (initialised from seed 0), not trained\n",
+                (long long)o->num_labels);
+    return 0;
+}
+
 static int load_model(nnt_ctx *ctx, const opts *o, const nnt_model_config *cfg, int64_t T,
                       nnt_layer **model, int64_t *seq_out)
 {
     const char *source = source_of(o);
     int64_t seq = o->checkpoint || T > cfg->max_seq ? cfg->max_seq : T;
     *seq_out = seq;
-    int rc = o->quantize ? load_nf4(ctx, source, cfg, seq, model)
-                         : nnt_model_open(ctx, source, NULL, 1, seq, NULL, 0, model);
+    int rc = 0;
+    if (o->quantize)
+        rc = load_nf4(ctx, source, cfg, seq, model);
+    else if (o->num_labels) {   /* the classifier, then the language model's weights read */
+        rc = nnt_model_create(ctx, cfg, 1, seq, NULL, model);
+        if (rc == 0)
+            rc = nnt_model_read_hf(*model, source);
+    } else
+        rc = nnt_model_open(ctx, source, NULL, 1, seq, NULL, 0, model);
     if (rc)
         return lib_error(source_option(o), rc);
     if (o->adapter && (rc = nnt_model_load_peft(*model, o->adapter)))
@@ -812,6 +847,8 @@ int main(int argc, char **argv)
     int64_t seq = 0;
     if (rc == 0)
         rc = source_config(ctx, &o, &src);
+    if (rc == 0)
+        rc = relabel(&o, &src);
     int labels = rc == 0 && src.num_labels > 0;   /* a classifier */
     if (rc == 0)
         rc = load_tokenizer(&o, trained, &tok);

@@ -92,6 +92,41 @@ ltext=$(sed -n 's/^{"text": "\(.*\)", "label": .*/\1/p' "$fx/text_val.jsonl" | s
     ! within 1e-3 "$(sed -n 's/^label [0-9]*  //p' "$tmp/lgen.out" | tr '\n' ' ')" \
         "$(sed -n 's/^label [0-9]*  //p' "$tmp/lgen_base.out" | tr '\n' ' ')" ||
     { echo "FAIL: nnt-generate --adapter on a classifier: not the merged directory's classification"; cat "$tmp/lgen.out" "$tmp/lgen_hf.out"; fail=1; }
+# nnt-generate --num-labels 3 --adapter: a language model's directory read into a classifier
+# (transformers' from_pretrained(num_labels=3)), then a classifier's PEFT adapter with its
+# head: PEFT's probabilities (the fixture's lm_probs; measured: the printed digits'); an
+# adapter of a classifier refused on the language model, --num-labels against a classifier
+lm_probs=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/lora_cls_qv.safetensors" lm_probs)
+got=$("$top_builddir/nnt-generate" --load-hf "$fx/llama_lm" --num-labels 3 \
+    --adapter "$fx/lora_cls_qv/trained" --prompt-ids "55 14 35 30 23 61 63 51 32 18 53 56" \
+    2> "$tmp/lm.err" | sed -n 's/^label [0-9]*  //p' | tr '\n' ' ')
+echo "# nnt-generate --num-labels 3 --adapter: $got; PEFT $lm_probs"
+within 1e-5 "$got" "$lm_probs" ||
+    { echo "FAIL: nnt-generate --num-labels --adapter: not PEFT's probabilities"; cat "$tmp/lm.err"; fail=1; }
+"$top_builddir/nnt-generate" --load-hf "$fx/llama_lm" --adapter "$fx/lora_cls_qv/trained" \
+    --prompt-ids "55 14" > "$tmp/lm2.out" 2>&1
+st=$?
+{ [ "$st" -eq 1 ] && grep -q "load it on a classifier (.*--num-labels N)" "$tmp/lm2.out"; } ||
+    { echo "FAIL: a classifier's adapter on a language model: status $st"; cat "$tmp/lm2.out"; fail=1; }
+"$top_builddir/nnt-generate" --load-hf "$fx/llama_cls" --num-labels 2 --prompt-ids "55 14" \
+    > "$tmp/lm3.out" 2>&1
+st=$?
+{ [ "$st" -eq 2 ] && grep -q "is a classifier of 3 labels already" "$tmp/lm3.out"; } ||
+    { echo "FAIL: nnt-generate --num-labels 2 on a classifier of 3: status $st"; fail=1; }
+
+# a LoRA classifier's run resumed from its checkpoint: the adapters and the head go on bit
+# for bit (the losses of 4 steps in one run)
+lcommon="$records --load-hf $fx/llama_text --seq 48 --batch 2 --lr 0.01 --schedule constant
+    --warmup 0 --lora-rank 4 --lora-alpha 6 --print-loss --sample 0 --val-split 0"
+# shellcheck disable=SC2086
+"$prog" $lcommon --steps 4 --out "$tmp/lr_all" > "$tmp/lr_all.out" 2>&1 &&
+    "$prog" $lcommon --steps 2 --out "$tmp/lr_part" > "$tmp/lr_part.out" 2>&1 &&
+    "$prog" $lcommon --steps 4 --resume "$tmp/lr_part/checkpoint.safetensors" \
+        --out "$tmp/lr_part" > "$tmp/lr_rest.out" 2>&1 || {
+    echo "FAIL: a LoRA classifier's runs: exit status $?"; tail -n 3 "$tmp/lr_rest.out"; fail=1; }
+[ "$(grep '^step' "$tmp/lr_all.out")" = "$(cat "$tmp/lr_part.out" "$tmp/lr_rest.out" | grep '^step')" ] &&
+    [ "$(grep -c '^step' "$tmp/lr_all.out")" -eq 4 ] ||
+    { echo "FAIL: a LoRA classifier resumed: not the losses of one run"; grep '^step' "$tmp/lr_all.out" "$tmp/lr_part.out" "$tmp/lr_rest.out"; fail=1; }
 
 # nnt-tokenize --num-labels: each text, then its label, the one target that counts; the same
 # run from its file

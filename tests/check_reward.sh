@@ -72,6 +72,28 @@ grep -q '^---- sample' "$tmp/jsonl.out" &&
     tail -n 5 "$tmp/again.out"; fail=1; }
 grep -q "a reward model (a score head)" "$tmp/again.out" ||
     { echo "FAIL: the saved reward model was not read as one"; fail=1; }
+# LoRA on the saved (GPT-2) reward model, as TRL's RewardTrainer with a peft_config trains
+# it (PEFT's task_type SEQ_CLS): the adapters and the score head, saved together; its score
+# of a sequence with the adapter (unmerged) and merged is the same, and not the base's
+"$prog" --load-hf "$tmp/rm" --data "$tmp/jsonl/preference.tokens.bin" --batch 2 --seq 96 \
+    --steps 3 --lr 0.01 --lora-rank 2 --lora-targets all-linear --no-save --val-split 0 \
+    --save-peft "$tmp/rm_peft" --merge --save-hf "$tmp/rm_merged" --out "$tmp/lora" \
+    > "$tmp/lora.out" 2>&1 || {
+    echo "FAIL: nnt-train --lora-rank on a reward model: exit status $?"
+    tail -n 5 "$tmp/lora.out"; fail=1; }
+grep -q "^fine-tune: LoRA r 2, alpha 8, dropout 0 on all-linear, the classifier's head (score) trained whole$" "$tmp/lora.out" ||
+    { echo "FAIL: the LoRA reward model's fine-tune line"; grep '^fine-tune' "$tmp/lora.out"; fail=1; }
+head -c 4096 "$tmp/rm_peft/adapter_model.safetensors" |
+    grep -a -q '"base_model.model.score.weight":{"dtype":"F32","shape":\[1,32\]' ||
+    { echo "FAIL: the reward model's adapter file has no score head (1, 32)"; fail=1; }
+gen="$top_builddir/nnt-generate"
+s_lora=$("$gen" --load-hf "$tmp/rm" --adapter "$tmp/rm_peft" --prompt-ids "5 9 13 200 17 3" 2>&1)
+s_merged=$("$gen" --load-hf "$tmp/rm_merged" --prompt-ids "5 9 13 200 17 3" 2>&1)
+s_base=$("$gen" --load-hf "$tmp/rm" --prompt-ids "5 9 13 200 17 3" 2>&1)
+echo "# reward model's score: base $s_base, with its LoRA adapter $s_lora, merged $s_merged"
+case "$s_lora" in "score "*) ;; *) s_lora=x ;; esac
+[ "$s_lora" = "$s_merged" ] && [ "$s_lora" != "$s_base" ] ||
+    { echo "FAIL: a LoRA reward model's score: with the adapter '$s_lora', merged '$s_merged', base '$s_base'"; fail=1; }
 
 # usage errors: status 2
 for args in "--num-labels 1 --batch 3" "--num-labels 1 --dpo-beta 0.1"; do

@@ -59,7 +59,10 @@ nnt_sft_encode_labelled, nnt-tokenize --num-labels):
                init/ as get_peft_model made it, trained/ after 3 AdamW steps on llama_cls's
                rows (the optimizer above, the base frozen)
   lora_cls_<case>.safetensors  losses (the 3 steps'), logits (the pooled logits after
-               them), merged_logits (trained/ read back and merged: merge_and_unload)
+               them), merged_logits (trained/ read back and merged: merge_and_unload),
+               lm_probs (float64: llama_lm read as a classifier of 3 labels with
+               from_pretrained(num_labels=3), trained/ on it; the label probabilities of the
+               first row of llama_cls's ids, which has no padding)
   lora_text/   a SEQ_CLS adapter of llama_text (r 4, lora_alpha 6, q_proj and v_proj) as
                get_peft_model made it; lora_text.safetensors: what llama_text.safetensors
                holds, for it trained on the records (probs0 before the steps: the head's
@@ -347,6 +350,15 @@ def lora_classifier(out):
             os.path.join(out, case, "trained")).merge_and_unload()
         with torch.no_grad():   # the trained adapter read back and merged: the same logits
             ref["merged_logits"] = pooled_logits(merged, ids).contiguous()
+        # on llama_lm (llama_cls's shapes) read as a classifier of 3 labels, as
+        # from_pretrained(num_labels=3) does (the head new), then the adapter: the label
+        # probabilities of ids' first row (no padding; nnt-generate --num-labels 3 --adapter)
+        on_lm = PeftModel.from_pretrained(
+            LlamaForSequenceClassification.from_pretrained(os.path.join(out, "llama_lm"),
+                                                           num_labels=3).eval(),
+            os.path.join(out, case, "trained"))
+        with torch.no_grad():
+            ref["lm_probs"] = on_lm(input_ids=ids[:1]).logits.softmax(-1)[0].double()
         save_file(ref, os.path.join(out, case + ".safetensors"))
         for sub in ("init", "trained"):
             clean_adapter(os.path.join(out, case, sub))

@@ -6,7 +6,9 @@
  * GPT-2's own classifier: pooled logits, loss, every gradient, 3 AdamW steps over 3 tilings;
  * the trainer on the classifier (labelled rows: loss, accuracy, steps) and the reward model;
  * Hugging Face directories both ways; a classifier built on a language model's directory;
- * refusals. */
+ * LoRA on classifiers as PEFT's task_type SEQ_CLS (the head trained whole beside the
+ * adapters: PEFT's initial adapters trained against PEFT's steps, its trained ones read and
+ * merged); refusals. */
 #include "testutil.h"
 #include "fixture_st.h"
 

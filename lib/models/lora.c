@@ -1194,8 +1194,8 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
     if (rc == 0 && head && cfg.num_labels == 0)
         rc = nnt_fail(model->ctx, NNT_E_INVAL, "%s: %s trains a classifier's head beside its "
                       "adapters (modules_to_save \"%s\", task_type SEQ_CLS): load it on a "
-                      "classifier (nnt_model_config.num_labels), not a language model", fn, path,
-                      HEAD);
+                      "classifier (nnt_model_config.num_labels; nnt-train and nnt-generate "
+                      "--num-labels N), not a language model", fn, path, HEAD);
     if (rc) {
         free(targets);
         return rc;
