@@ -1566,7 +1566,10 @@ typedef struct nnt_lora_options {
  * already NNT_E_STATE. The adapters work with every tiling, precision and recompute; the
  * products are tasks like the base's (two small ones per module and pass, r in one tile).
  * Add parameters to an optimizer after this call. A backward pending from an earlier forward
- * is cancelled (NNT_E_STATE), here and in _merge and _load_peft. */
+ * is cancelled (NNT_E_STATE), here and in _merge and _load_peft. On a classifier (num_labels
+ * >= 1; new in 0.3) the head "score" is trained whole beside the adapters, as PEFT's
+ * task_type SEQ_CLS trains it (modules_to_save): never a target, unfrozen, and saved and read
+ * with the adapters by nnt_model_save_peft and nnt_model_load_peft. */
 NNT_API int nnt_model_lora_add(nnt_layer *model, const nnt_lora_options *opts);
 /* The settings of the model's adapters (NNT_E_STATE without): rank, alpha, rslora,
  * dropout, targets (the model's string); the other fields are left as they are. */
@@ -1578,7 +1581,9 @@ NNT_API int nnt_model_lora_merge(nnt_layer *model);
 /* Write dir/adapter_config.json and dir/adapter_model.safetensors as PEFT 0.21 does
  * (save_pretrained): fp32 tensors "base_model.model.<HF module>.lora_A.weight" (r, in) and
  * ".lora_B.weight" (out, r); dir created if missing (one level); each file through a
- * temporary file and a rename. PeftModel.from_pretrained loads it on the same base. */
+ * temporary file and a rename. PeftModel.from_pretrained loads it on the same base. A
+ * classifier's adapters (nnt_model_lora_add) are saved with its head, "base_model.model.
+ * score.weight", task_type "SEQ_CLS" and modules_to_save ["classifier", "score"]. */
 NNT_API int nnt_model_save_peft(nnt_layer *model, const char *dir);
 /* Load an adapter PEFT saved (or nnt_model_save_peft) into a model without adapters: its
  * settings from adapter_config.json (r, lora_alpha, use_rslora, target_modules as a list or
@@ -1586,9 +1591,11 @@ NNT_API int nnt_model_save_peft(nnt_layer *model, const char *dir);
  * then frozen. Refused, with nothing changed: a tensor whose shape differs from the model's
  * (NNT_E_SHAPE naming it: another base model), a missing tensor or one of no target
  * (NNT_E_FORMAT naming it), a target matching no module (NNT_E_INVAL), an option nnt does not
- * implement set to other than its default (use_dora, modules_to_save, rank_pattern, a
- * regular-expression target_modules, bias other than "none", ...: NNT_E_UNSUPPORTED naming
- * the key). lora_dropout applies as nnt_lora_options.dropout, seed 0. */
+ * implement set to other than its default (use_dora, layers_to_transform, a
+ * regular-expression target_modules, bias other than "none", modules_to_save naming other
+ * than a classifier's head, ...: NNT_E_UNSUPPORTED naming the key). modules_to_save "score"
+ * (PEFT's task_type SEQ_CLS) also reads a classifier's head, left trainable (on a language
+ * model: NNT_E_INVAL). lora_dropout applies as nnt_lora_options.dropout, seed 0. */
 NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir);
 
 

@@ -16,11 +16,12 @@ fail=0
 . "$top_srcdir/tests/within.sh"
 
 want=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/llama_rm.safetensors" \
-    losses val_loss 2>/dev/null) || want=""
+    losses val_loss loss_plain 2>/dev/null) || want=""
 if [ -z "$want" ]; then
     echo "SKIP: python3 cannot read the fixture"; exit 77
 fi
 losses=$(echo "$want" | sed -n 1p) val=$(echo "$want" | sed -n 2p)
+plain=$(echo "$want" | sed -n 3p)
 
 # Measured (AMD EPYC Zen 5, 2 cores, 2026-12-02): the steps' losses within 4.5e-6 relative of
 # PyTorch's (tests/test_classifier.c, the same runs through the library), about 3.2e-6
@@ -44,6 +45,14 @@ grep -q "^model: .*a reward model (a score head)" "$tmp/run.err" ||
     { echo "FAIL: the summary does not say the model is a reward model"; fail=1; }
 grep -q "^loss: .*RewardTrainer.* + center (r_chosen + r_rejected)^2, .*id 0): 2 pairs of rows (chosen, rejected), 2 a micro-batch" "$tmp/run.err" ||
     { echo "FAIL: the summary has no reward model loss line"; grep '^loss' "$tmp/run.err"; fail=1; }
+# validations alone (--steps 0, held-out pairs, no training data): the untrained model's
+# loss without the center term (TRL's, loss_plain)
+got=$("$prog" --load-hf "$fx/llama_rm" --val-data "$fx/llama_rm_pairs.bin" --steps 0 \
+    --batch 4 --seq 12 --print-loss --no-save --out "$tmp/v0" 2> "$tmp/v0.err" |
+    sed -n 's/^val 0 loss //p')
+echo "# validation alone: nnt $got, PyTorch $plain"
+within "$TOL" "$got" "$plain" ||
+    { echo "FAIL: a reward model's validation alone (--steps 0)"; tail -n 2 "$tmp/v0.err"; fail=1; }
 
 # a language model's directory under a new head: .jsonl preference records tokenized as
 # TRL's RewardTrainer tokenizes them (the same rows as DPO's), the tokenizer's pad

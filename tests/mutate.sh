@@ -425,6 +425,7 @@ lora_cls_head_unsaved|lib/models/lora.c|s@->head ? head_param(tree) : NULL;@->he
 lora_cls_task_type|lib/models/lora.c|s@st->head ? "SEQ_CLS" : "CAUSAL_LM"@"CAUSAL_LM"@|LoRA on a classifier: adapter_config.json task_type CAUSAL_LM
 lora_cls_modules_to_save_ignored|lib/models/lora.c|s@            \*head = 1;@            *head = 0;@|PEFT adapters: modules_to_save score ignored
 gen_num_labels_ignored|examples/nnt_generate.c|s@    cfg->num_labels = o->num_labels;@    cfg->num_labels = 0;@|nnt-generate --num-labels: the language model kept as it is
+reward_val_alone_unread|lib/train/trainer.c|s@    nnt_data \*pairs = tr->data ? tr->data : nnt_trainer_val_source(tr);@    nnt_data *pairs = tr->data;@|reward model: validations alone (steps 0) read the held-out pairs as plain rows
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

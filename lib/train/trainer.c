@@ -249,7 +249,9 @@ static int prepare(nnt_trainer *tr, const char *fn)
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     tr->done = stats.step;
     NNT_TRY(classifier_prepare(tr, fn, cfg.num_labels));
-    return tr->data ? nnt_dpo_prepare(tr, fn) : NNT_OK;
+    /* pairs (DPO, a reward model) for training or held out: validations alone (steps 0) too */
+    nnt_data *pairs = tr->data ? tr->data : nnt_trainer_val_source(tr);
+    return pairs ? nnt_dpo_prepare(tr, fn) : NNT_OK;
 }
 
 /* The CPU workers' GEMM rate: a (W x 512, 1024) x (1024, 1024) product cut into one 512-row
