@@ -765,6 +765,17 @@ static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int labels, in
     return *nprompt ? 0 : usage("%s", "--prompt encodes to no token");
 }
 
+/* The end of a classifier's line about label k: "  NAME" when the model names its labels
+ * (config.json's id2label, not transformers' defaults LABEL_k), then the newline. */
+static void print_label_name(const nnt_layer *model, int64_t k)
+{
+    char name[256], dflt[32];
+    snprintf(dflt, sizeof dflt, "LABEL_%lld", (long long)k);
+    if (nnt_model_label_name(model, k, name, sizeof name) == 0 && strcmp(name, dflt) != 0)
+        printf("  %s", name);
+    printf("\n");
+}
+
 /* A classifier on the prompt: its logits at transformers' pooled position (the prompt's last
  * token that is not padding), printed as each label's probability and the likeliest one; a
  * reward model's (one label) score. The forward has no targets: its output is the logits. */
@@ -808,9 +819,12 @@ static int classify(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg,
             best = row[k] > row[best] ? k : best, top = fmax(top, row[k]);
         for (int64_t k = 0; k < L; k++)
             sum += p[k] = exp((double)row[k] - top);
-        for (int64_t k = 0; k < L; k++)
-            printf("label %lld  %.6f\n", (long long)k, p[k] / sum);
-        printf("predicted label %lld\n", (long long)best);
+        for (int64_t k = 0; k < L; k++) {
+            printf("label %lld  %.6f", (long long)k, p[k] / sum);
+            print_label_name(model, k);
+        }
+        printf("predicted label %lld", (long long)best);
+        print_label_name(model, best);
     }
     nnt_tensor_destroy(x);
     free(ids), free(p), free(logits);

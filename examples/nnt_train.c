@@ -289,6 +289,8 @@ static int start_runtime(trainer *t)
  * configuration, the --load-* source, or (a fine-tuning run resumed) the source of its base;
  * the trainer's files in OUT, its report to on_report. */
 static int on_report(const nnt_trainer_report *rep, void *user);
+static int set_label_names(trainer *t);
+
 static int open_run(trainer *t)
 {
     train_opts *o = &t->o;
@@ -336,6 +338,8 @@ static int open_run(trainer *t)
     nnt_trainer_parts(t->tr, &t->model, NULL, NULL, &t->tok);
     nnt_model_config_of(t->model, &t->cfg);
     t->done = t->ti.step;
+    if (o->label_names && (rc = set_label_names(t)))
+        return rc;
     int64_t tok_vocab = 0;   /* the sample's prompt goes through the tokenizer */
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
     if (o->sample > 0 && t->cfg.num_labels == 0 && tok_vocab > t->cfg.vocab)   /* (classifiers:
@@ -358,6 +362,37 @@ static void print_warnings(const trainer *t)
         return;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
         fprintf(stderr, "nnt-train: warning: %s\n", line);
+}
+
+/* --label-names LIST: the names of the classifier's labels (nnt_model_set_label_names) */
+static int set_label_names(trainer *t)
+{
+    const char *list = t->o.label_names;
+    int64_t L = t->cfg.num_labels, n = 1;
+    for (const char *c = list; *c; c++)
+        n += *c == ',';
+    if (L < 1)
+        return train_usage_error("--label-names names a classifier's labels: the model is a "
+                                 "language model (give --num-labels N)");
+    if (n != L)
+        return train_usage_error("--label-names gives %lld names for a classifier of %lld "
+                                 "labels", (long long)n, (long long)L);
+    char *copy = strdup(list);
+    const char **names = calloc((size_t)n, sizeof *names);
+    int rc = copy && names ? 0 : lib_error("--label-names", NNT_E_NOMEM);
+    char *s = copy;
+    for (int64_t k = 0; rc == 0 && k < n; k++) {
+        char *comma = strchr(s, ',');
+        if (comma)
+            *comma = '\0';
+        names[k] = s;
+        s = comma ? comma + 1 : s + strlen(s);
+    }
+    if (rc == 0 && (rc = nnt_model_set_label_names(t->model, names, n)))
+        rc = lib_error("--label-names", rc);
+    free(names);
+    free(copy);
+    return rc;
 }
 
 /* ---- --resume ------------------------------------------------------------------------------ */

@@ -45,6 +45,7 @@ typedef struct train_opts {
     double lora_alpha, lora_dropout;         /* < 0: not given (8, 0)                     */
     const char *lora_targets;                /* --lora-targets LIST                       */
     const char *save_peft;                   /* --save-peft DIR                           */
+    const char *label_names;                 /* --label-names LIST: a classifier's labels' */
     int merge;                               /* --merge: adapters into the weights at the end */
     int quantize;                            /* --quantize none|nf4 (index)               */
     /* outputs */

@@ -179,6 +179,9 @@ static const cli_option table[] = {
             "rest), trained on --data FILE.jsonl of\nclassification records ({\"text\", "
             "\"label\"}); 1: a\nreward model trained on --data FILE.jsonl of\npreference "
             "records (TRL's RewardTrainer; default:\nthe model's own)"),
+    OPT_STR("label-names", label_names, NULL, 0, "LIST", "names of a classifier's labels "
+            "0, 1, ... separated\nby commas (config.json's id2label, as --save-hf\nwrites it; "
+            "default: the model's, else LABEL_0, ...)"),
     OPT_INT("pad-id", run.pad_token_id, -1, BIG, "-1", 0, "ID",
             "a classifier's padding id, where its rows end\n(default: the tokenizer's pad_token, "
             "else eos_token,\nwith .jsonl data; else the model's pad_token_id)"),

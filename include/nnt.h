@@ -1399,6 +1399,15 @@ NNT_API int nnt_model_pool_targets(const int32_t *ids, int64_t B, int64_t T, int
  * scores). Between that forward and the next backward (the backward overwrites the
  * logits): else NNT_E_STATE. New in 0.3. */
 NNT_API int nnt_model_pooled_logits(nnt_layer *model, float *logits, int64_t n);
+/* A classifier's label names (transformers' id2label): names[k] label k's, n = num_labels
+ * of them (copied; names NULL and n 0: the defaults "LABEL_0", ...). A name is 1 to 255
+ * bytes without control characters, each once. nnt_model_save_hf writes them (id2label,
+ * label2id), nnt_model_load_hf and nnt_model_read_hf of a classifier's directory read them,
+ * training-state files keep them. New in 0.3. */
+NNT_API int nnt_model_set_label_names(nnt_layer *model, const char *const *names, int64_t n);
+/* The name of a classifier's label k into buf (size bytes with its NUL): its name, else
+ * "LABEL_k"; NNT_E_INVAL when it does not fit. New in 0.3. */
+NNT_API int nnt_model_label_name(const nnt_layer *model, int64_t k, char *buf, size_t size);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM,
  * Gemma3ForCausalLM, Gemma2ForCausalLM,

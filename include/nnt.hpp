@@ -884,6 +884,22 @@ public:
     {
         check(nnt_model_pooled_logits(h(), out.data(), static_cast<std::int64_t>(out.size())));
     }
+    /* A classifier's label names (id2label), num_labels of them (empty: LABEL_0, ...). */
+    void set_label_names(const std::vector<std::string> &names)
+    {
+        std::vector<const char *> ptrs;
+        for (const std::string &n : names)
+            ptrs.push_back(n.c_str());
+        check(nnt_model_set_label_names(h(), ptrs.empty() ? nullptr : ptrs.data(),
+                                        static_cast<std::int64_t>(ptrs.size())));
+    }
+    /* The name of a classifier's label k. */
+    std::string label_name(std::int64_t k) const
+    {
+        char buf[256];
+        check(nnt_model_label_name(h(), k, buf, sizeof buf));
+        return buf;
+    }
     /* The center term of this layer's (or a reward model's) pairwise loss. */
     void set_pairwise_center(double center)
     {

@@ -114,6 +114,37 @@ st=$?
 { [ "$st" -eq 2 ] && grep -q "is a classifier of 3 labels already" "$tmp/lm3.out"; } ||
     { echo "FAIL: nnt-generate --num-labels 2 on a classifier of 3: status $st"; fail=1; }
 
+# --label-names: the names in --save-hf's config.json (id2label, label2id) and the summary;
+# nnt-generate prints them; kept by the checkpoint (a resumed run saves them again); a count
+# other than the labels', or a language model, is bad usage
+"$prog" $records --load-hf "$fx/llama_text" --seq 48 --batch 4 --steps 1 --sample 0 \
+    --val-split 0 --label-names 'bad,"so-so",good' --save-hf "$tmp/named_hf" \
+    --out "$tmp/named" > "$tmp/named.out" 2>&1 || {
+    echo "FAIL: nnt-train --label-names: exit status $?"; tail -n 3 "$tmp/named.out"; fail=1; }
+grep -q '"id2label": {"0": "bad", "1": "\\"so-so\\"", "2": "good"}' "$tmp/named_hf/config.json" &&
+    grep -q '"label2id": {"bad": 0, "\\"so-so\\"": 1, "good": 2}' "$tmp/named_hf/config.json" &&
+    grep -q '^model: .*a classifier of 3 labels (a score head; labels bad, "so-so", good)' "$tmp/named.out" ||
+    { echo "FAIL: --label-names: not in config.json or the summary"; grep -A2 id2label "$tmp/named_hf/config.json"; fail=1; }
+"$top_builddir/nnt-generate" --checkpoint "$tmp/named" --prompt "Great coffee." > "$tmp/named_gen.out" 2>&1 &&
+    grep -q '^label 1  [0-9.]*  "so-so"$' "$tmp/named_gen.out" &&
+    grep -q '^predicted label [0-2]  [a-z"-]*$' "$tmp/named_gen.out" ||
+    { echo "FAIL: nnt-generate does not print the label names"; cat "$tmp/named_gen.out"; fail=1; }
+"$prog" $records --seq 48 --batch 4 --steps 2 --sample 0 --val-split 0 \
+    --resume "$tmp/named/checkpoint.safetensors" --save-hf "$tmp/named_hf2" --out "$tmp/named" \
+    > "$tmp/named2.out" 2>&1 &&
+    grep -q '"id2label": {"0": "bad", "1": "\\"so-so\\"", "2": "good"}' "$tmp/named_hf2/config.json" ||
+    { echo "FAIL: a resumed run lost the label names"; tail -n 3 "$tmp/named2.out"; fail=1; }
+"$prog" $records --load-hf "$fx/llama_text" --seq 48 --batch 4 --steps 1 --no-save \
+    --out "$tmp/bad" --label-names a,b > "$tmp/bad.out" 2>&1
+st=$?
+[ "$st" -eq 2 ] && grep -q -- "--label-names gives 2 names for a classifier of 3 labels" "$tmp/bad.out" ||
+    { echo "FAIL: nnt-train --label-names a,b: status $st, not 2"; tail -n 2 "$tmp/bad.out"; fail=1; }
+"$prog" --load-hf "$fx/llama_lm" --data "$fx/llama_rm_pairs.bin" --seq 12 --batch 4 --steps 1 \
+    --no-save --out "$tmp/bad" --label-names a,b,c > "$tmp/bad.out" 2>&1
+st=$?
+[ "$st" -eq 2 ] && grep -q -- "--label-names names a classifier's labels" "$tmp/bad.out" ||
+    { echo "FAIL: nnt-train --label-names on a language model: status $st, not 2"; tail -n 2 "$tmp/bad.out"; fail=1; }
+
 # a LoRA classifier's run resumed from its checkpoint: the adapters and the head go on bit
 # for bit (the losses of 4 steps in one run)
 lcommon="$records --load-hf $fx/llama_text --seq 48 --batch 2 --lr 0.01 --schedule constant

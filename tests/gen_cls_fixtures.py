@@ -63,6 +63,8 @@ nnt_sft_encode_labelled, nnt-tokenize --num-labels):
                lm_probs (float64: llama_lm read as a classifier of 3 labels with
                from_pretrained(num_labels=3), trained/ on it; the label probabilities of the
                first row of llama_cls's ids, which has no padding)
+  llama_named/  llama_cls with its labels named (NAMES: a non-ASCII letter, a quote, a
+               backslash) as transformers writes id2label and label2id
   lora_text/   a SEQ_CLS adapter of llama_text (r 4, lora_alpha 6, q_proj and v_proj) as
                get_peft_model made it; lora_text.safetensors: what llama_text.safetensors
                holds, for it trained on the records (probs0 before the steps: the head's
@@ -89,6 +91,7 @@ from transformers import (GPT2Config, GPT2ForSequenceClassification, LlamaConfig
 
 T, B, V, LR, WD, STEPS, CENTER = 12, 4, 64, 1e-2, 0.1, 3, 0.25
 TEXT_T = 48   # the classification rows: a text of at most TEXT_T - 1 tokens, then its label
+NAMES = ["n\u00e9gatif", 'say "maybe"', "positive\\ok"]   # llama_named's labels
 
 TEXT_TRAIN = [
     ("The service was quick and the staff were kind.", 2),
@@ -364,6 +367,15 @@ def lora_classifier(out):
             clean_adapter(os.path.join(out, case, sub))
 
 
+def named_labels(out):
+    """llama_cls with names for its labels, as transformers writes them (config.json's
+    id2label and label2id, JSON with ASCII escapes)"""
+    m = LlamaForSequenceClassification.from_pretrained(os.path.join(out, "llama_cls"))
+    m.config.id2label = dict(enumerate(NAMES))
+    m.config.label2id = {n: i for i, n in enumerate(NAMES)}
+    m.save_pretrained(os.path.join(out, "llama_named"), safe_serialization=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
@@ -452,7 +464,8 @@ def main():
     lm.save_pretrained(os.path.join(out, "llama_lm"), safe_serialization=True)
     text_classification(out)
     lora_classifier(out)
-    for d in ["llama_cls", "llama_rm", "gpt2_cls", "llama_lm", "llama_text"]:
+    named_labels(out)
+    for d in ["llama_cls", "llama_rm", "gpt2_cls", "llama_lm", "llama_text", "llama_named"]:
         gen = os.path.join(out, d, "generation_config.json")
         if os.path.exists(gen):
             os.remove(gen)

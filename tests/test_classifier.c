@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define B 4
 #define T 12
@@ -717,6 +718,102 @@ START_TEST(lora_classifier_add)
 }
 END_TEST
 
+/* Each of model's labels named as want (NULL: transformers' defaults, LABEL_k) */
+static void expect_names(const nnt_layer *m, const char *const *want, const char *where)
+{
+    char name[300], dflt[32];
+    for (int k = 0; k < 3; k++) {
+        snprintf(dflt, sizeof dflt, "LABEL_%d", k);
+        EXPECT_OK(nnt_model_label_name(m, k, name, sizeof name));
+        ck_assert_msg(strcmp(name, want ? want[k] : dflt) == 0, "%s: label %d named '%s', "
+                      "not '%s'", where, k, name, want ? want[k] : dflt);
+    }
+}
+
+/* A classifier's label names: read from transformers' id2label (escapes, a non-ASCII name),
+ * written back and read again, kept by training-state files (read by
+ * nnt_model_load_train_state and nnt_train_state_load), the defaults LABEL_k; refusals. */
+START_TEST(label_names)
+{
+    static const char *const names[3] = {"n\xc3\xa9gatif", "say \"maybe\"", "positive\\ok"};
+    nnt_layer *m = load("llama_named", 1), *c = load("llama_cls", 0);
+    expect_names(m, names, "llama_named");
+    expect_names(c, NULL, "llama_cls");
+    EXPECT_OK(nnt_model_save_hf(m, test_tmp_path("named")));
+    const char *text = file_text(test_tmp_path("named"), "config.json");
+    ck_assert_msg(strstr(text, "\"id2label\": {\"0\": \"n\xc3\xa9gatif\", \"1\": \"say "
+                               "\\\"maybe\\\"\", \"2\": \"positive\\\\ok\"}") &&
+                  strstr(text, "\"label2id\": {\"n\xc3\xa9gatif\": 0, \"say \\\"maybe\\\"\": "
+                               "1, \"positive\\\\ok\": 2}"), "%s", text);
+    nnt_layer *back = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, test_tmp_path("named"), B, T, NULL, &back));
+    expect_names(back, names, "saved and loaded");
+    EXPECT_OK(nnt_model_read_hf(c, test_tmp_path("named")));   /* a classifier's: its names */
+    expect_names(c, names, "read into llama_cls");
+    EXPECT_OK(nnt_model_set_label_names(c, NULL, 0));
+    expect_names(c, NULL, "names cleared");
+
+    /* training-state files */
+    nnt_optim *opt = adamw(m);
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    EXPECT_OK(nnt_train_state_save(opt, test_tmp_path("state.safetensors"), &st));
+    nnt_layer *from_state = NULL;
+    EXPECT_OK(nnt_model_load_train_state(ctx, test_tmp_path("state.safetensors"), B, T, NULL,
+                                         NULL, &from_state));
+    expect_names(from_state, names, "nnt_model_load_train_state");
+    nnt_optim *copt = adamw(c);
+    EXPECT_OK(nnt_train_state_load(copt, test_tmp_path("state.safetensors"), NULL));
+    expect_names(c, names, "nnt_train_state_load");
+
+    /* refusals */
+    const char *two[2] = {"a", "b"}, *dup[3] = {"a", "b", "a"}, *empty[3] = {"a", "", "c"};
+    const char *ctl[3] = {"a", "b\tc", "d"}, *null[3] = {"a", NULL, "c"};
+    char long_name[300];
+    memset(long_name, 'x', 256);
+    long_name[256] = '\0';
+    const char *longs[3] = {"a", "b", long_name};
+    const char *fn = "nnt_model_set_label_names";
+    EXPECT_FAIL_NAMING(nnt_model_set_label_names(c, two, 2), NNT_E_INVAL, fn, "3 labels");
+    EXPECT_FAIL_NAMING(nnt_model_set_label_names(c, NULL, 3), NNT_E_INVAL, fn, "n 3");
+    EXPECT_FAIL_NAMING(nnt_model_set_label_names(c, dup, 3), NNT_E_INVAL, fn,
+                       "labels 0 and 2 are both named \"a\"");
+    EXPECT_FAIL_NAMING(nnt_model_set_label_names(c, empty, 3), NNT_E_INVAL, fn,
+                       "label 1 is empty");
+    EXPECT_FAIL_NAMING(nnt_model_set_label_names(c, ctl, 3), NNT_E_INVAL, fn, "0x09");
+    EXPECT_FAIL_NAMING(nnt_model_set_label_names(c, null, 3), NNT_E_INVAL, fn, "NULL");
+    EXPECT_FAIL_NAMING(nnt_model_set_label_names(c, longs, 3), NNT_E_INVAL, fn, "too long");
+    expect_names(c, names, "after the refusals");   /* refused calls change nothing */
+    char small[8];
+    EXPECT_FAIL_NAMING(nnt_model_label_name(c, 0, small, sizeof small), NNT_E_INVAL,
+                       "nnt_model_label_name", "size 8");
+    EXPECT_FAIL_NAMING(nnt_model_label_name(c, 3, long_name, sizeof long_name), NNT_E_INVAL,
+                       "nnt_model_label_name", "label 3 of 3");
+    nnt_layer *lm = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("llama_lm"), B, T, NULL, &lm));
+    EXPECT_FAIL_NAMING(nnt_model_set_label_names(lm, two, 2), NNT_E_INVAL, fn, "classifier");
+    /* id2label's keys not the labels 0 .. 2 */
+    char *bad = file_text(test_tmp_path("named"), "config.json");
+    char *key = strstr(bad, "\"2\": \"positive");
+    ck_assert_ptr_nonnull(key);
+    key[1] = '7';
+    test_write_config(test_tmp_path("badnames"), bad);
+    char weights[4400];
+    snprintf(weights, sizeof weights, "%s/model.safetensors", test_tmp_path("named"));
+    ck_assert_int_eq(symlink(weights, test_tmp_path("badnames/model.safetensors")), 0);
+    nnt_layer *none = NULL;
+    EXPECT_FAIL_NAMING(nnt_model_load_hf(ctx, test_tmp_path("badnames"), B, T, NULL, &none),
+                       NNT_E_FORMAT, "nnt_model_load_hf", "id2label's key \"7\"");
+    ck_assert_ptr_null(none);
+    nnt_optim_destroy(opt);
+    nnt_optim_destroy(copt);
+    nnt_layer_destroy(lm);
+    nnt_layer_destroy(from_state);
+    nnt_layer_destroy(back);
+    nnt_layer_destroy(c);
+    nnt_layer_destroy(m);
+}
+END_TEST
+
 typedef struct rm_log {
     double loss[STEPS + 1], accuracy[STEPS + 1], margin[STEPS + 1], val_loss;
 } rm_log;
@@ -993,6 +1090,7 @@ int main(void)
     tcase_add_test(tc, refusals);
     tcase_add_loop_test(tc, lora_classifier, 0, 6);
     tcase_add_test(tc, lora_classifier_add);
+    tcase_add_test(tc, label_names);
     tcase_add_loop_test(tc, reward_trainer, 0, 3);
     tcase_add_test(tc, reward_trainer_refusals);
     suite_add_tcase(s, tc);

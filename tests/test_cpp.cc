@@ -737,7 +737,8 @@ void test_trainer(nnt::context &ctx)
 
 
 // A reward model (num_labels 1) through the wrappers: the pooled targets as the C call
-// writes them, the pooled scores, the pairwise loss with its center term from them.
+// writes them, the pooled scores, the pairwise loss with its center term from them; a
+// classifier's label names.
 void test_classifier(nnt::context &ctx)
 {
     nnt::model_config cfg = nnt::model_preset("llama-tiny");
@@ -772,6 +773,13 @@ void test_classifier(nnt::context &ctx)
     EXPECT_ERROR(NNT_E_INVAL, "center", m.set_pairwise_center(-1.0));
     nnt::layer loss = nnt::layer::pairwise(ctx, -1, 0.25);
     EXPECT_ERROR(NNT_E_INVAL, "nnt_layer_pairwise_create", nnt::layer::pairwise(ctx, -1, -2));
+    EXPECT(m.label_name(0) == "LABEL_0");
+    m.set_label_names({"good"});
+    EXPECT(m.label_name(0) == "good");
+    EXPECT_ERROR(NNT_E_INVAL, "n 2: give a name to each", m.set_label_names({"a", "b"}));
+    EXPECT_ERROR(NNT_E_INVAL, "label 1 of 1", m.label_name(1));
+    m.set_label_names({});
+    EXPECT(m.label_name(0) == "LABEL_0");
 }
 
 int main()

@@ -775,14 +775,6 @@ static nnt_tensor *filled(int ndim, const int64_t *shape, const int64_t *tile)
     return t;
 }
 
-#define EXPECT_FAIL_NAMING(call, want, fname, part)                                        \
-    do {                                                                                   \
-        EXPECT_FAIL_MSG(call, want, fname);                                                \
-        const char *m_ = nnt_ctx_last_error(NULL);                                         \
-        ck_assert_msg(strstr(m_, part) != NULL, "message '%s' does not mention '%s'", m_,  \
-                      part);                                                               \
-    } while (0)
-
 START_TEST(bad_shapes)
 {
     const char *fn = "nnt_tensor_gemm";

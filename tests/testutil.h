@@ -66,6 +66,15 @@ static inline int test_shard_takes(void)
                       fname);                                                             \
     } while (0)
 
+/* The same, its message also mentioning part. */
+#define EXPECT_FAIL_NAMING(call, want, fname, part)                                        \
+    do {                                                                                   \
+        EXPECT_FAIL_MSG(call, want, fname);                                                \
+        const char *m_ = nnt_ctx_last_error(NULL);                                         \
+        ck_assert_msg(strstr(m_, part) != NULL, "message '%s' does not mention '%s'", m_,  \
+                      part);                                                               \
+    } while (0)
+
 /* A float tensor's elements copied to a malloc'd host array; *numel (may be NULL) gets
  * their count. */
 static inline float *test_to_host(nnt_tensor *t, int64_t *numel)

@@ -814,17 +814,79 @@ void nnt_cfg_put_pad(nnt_cfg_out *t, const nnt_model_config *c)
     t->pad_done = 1;
 }
 
-/* A classifier's labels, as transformers writes its default names. */
-static void put_labels(nnt_cfg_out *t, const nnt_model_config *c)
+/* A JSON string of s (a label's name: no control characters, nnt_label_names_check) */
+static void put_json_text(nnt_cfg_out *t, const char *s)
 {
+    nnt_cfg_add(t, "\"");
+    for (; *s; s++)
+        nnt_cfg_add(t, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+    nnt_cfg_add(t, "\"");
+}
+
+/* A classifier's labels: names[k] (NULL: transformers' default names, LABEL_k). */
+static void put_labels(nnt_cfg_out *t, const nnt_model_config *c, const char *const *names)
+{
+    char name[32];
     nnt_cfg_add(t, ",\n  \"id2label\": {");
-    for (int64_t i = 0; i < c->num_labels; i++)
-        nnt_cfg_add(t, "%s\"%lld\": \"LABEL_%lld\"", i ? ", " : "", (long long)i,
-                    (long long)i);
+    for (int64_t i = 0; i < c->num_labels; i++) {
+        snprintf(name, sizeof name, "LABEL_%lld", (long long)i);
+        nnt_cfg_add(t, "%s\"%lld\": ", i ? ", " : "", (long long)i);
+        put_json_text(t, names ? names[i] : name);
+    }
     nnt_cfg_add(t, "},\n  \"label2id\": {");
-    for (int64_t i = 0; i < c->num_labels; i++)
-        nnt_cfg_add(t, "%s\"LABEL_%lld\": %lld", i ? ", " : "", (long long)i, (long long)i);
+    for (int64_t i = 0; i < c->num_labels; i++) {
+        snprintf(name, sizeof name, "LABEL_%lld", (long long)i);
+        nnt_cfg_add(t, "%s", i ? ", " : "");
+        put_json_text(t, names ? names[i] : name);
+        nnt_cfg_add(t, ": %lld", (long long)i);
+    }
     nnt_cfg_add(t, "}");
+}
+
+int nnt_model_config_label_names(nnt_ctx *ctx, const char *fn, const char *what,
+                                 const char *text, size_t len, int64_t num_labels,
+                                 char ***names)
+{
+    *names = NULL;
+    if (num_labels < 1)
+        return NNT_OK;
+    nnt_cfg_in o = {ctx, fn, what, "", text, NULL, 0, 0};
+    nnt_cfg_in *labels = NULL;
+    int rc = jobj_parse(&o, 0, len, 1);
+    if (rc == 0)
+        rc = nnt_cfg_sub(&o, "id2label", &labels);
+    char **out = NULL;
+    int defaults = 1;
+    if (rc == 0 && labels && (int64_t)labels->n == num_labels &&
+        !(out = calloc((size_t)num_labels, sizeof *out)))
+        rc = nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    for (size_t i = 0; rc == 0 && out && i < labels->n; i++) {
+        const char *key = nnt_cfg_key_at(labels, i);
+        char *end = NULL, dflt[32];
+        long long k = strtoll(key, &end, 10);
+        if (!*key || *end || k < 0 || k >= num_labels || out[k]) {
+            rc = nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: id2label's key \"%s\" is not one of "
+                          "the labels 0 to %lld, each once", fn, what, key,
+                          (long long)num_labels - 1);
+            break;
+        }
+        if ((rc = nnt_cfg_string(labels, key, &out[k])) == 0 && !out[k])
+            rc = nnt_cfg_bad_type(labels, key, "a string");
+        snprintf(dflt, sizeof dflt, "LABEL_%lld", k);
+        defaults &= rc == 0 && strcmp(out[k], dflt) == 0;
+    }
+    if (rc == 0 && out && !defaults &&
+        nnt_label_names_check(ctx, fn, (const char *const *)out, num_labels))
+        rc = nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: id2label: %s", fn, what,
+                      nnt_ctx_last_error(ctx));
+    nnt_cfg_sub_free(labels);
+    jobj_free(&o);
+    if (rc || defaults) {
+        nnt_label_names_free(out, num_labels);
+        out = NULL;
+    }
+    *names = out;
+    return rc;
 }
 
 void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c)
@@ -1220,6 +1282,20 @@ int nnt_model_config_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
     return rc;
 }
 
+int nnt_model_label_names_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
+                                   int64_t num_labels, char ***names)
+{
+    char path[NNT_MODEL_PATH_MAX];
+    char *buf = NULL;
+    size_t len = 0;
+    *names = NULL;
+    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "config.json", path));
+    NNT_TRY(read_file(ctx, fn, path, &buf, &len));
+    int rc = nnt_model_config_label_names(ctx, fn, path, buf, len, num_labels, names);
+    free(buf);
+    return rc;
+}
+
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg)
 {
     const char *fn = "nnt_model_hf_config";
@@ -1278,6 +1354,12 @@ int nnt_model_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
 
 int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *c, char **out)
 {
+    return nnt_model_config_text_named(ctx, fn, c, NULL, out);
+}
+
+int nnt_model_config_text_named(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
+                                const char *const *label_names, char **out)
+{
     const nnt_family *f = NULL;
     *out = NULL;
     int arch = nnt_model_hf_arch(ctx, fn, c, &f);
@@ -1297,7 +1379,7 @@ int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *
                 architecture, f->archs[arch].model_type);
     f->write_hf(&t, arch, c);
     if (c->num_labels > 0) {
-        put_labels(&t, c);
+        put_labels(&t, c, label_names);
         if (!t.pad_done)
             nnt_cfg_put_pad(&t, c);
     }
@@ -1311,12 +1393,12 @@ int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *
 }
 
 int nnt_model_config_write_dir(nnt_ctx *ctx, const char *fn, const char *dir,
-                               const nnt_model_config *c)
+                               const nnt_model_config *c, const char *const *label_names)
 {
     char path[NNT_MODEL_PATH_MAX], err[NNT_IO_ERRLEN];
     NNT_TRY(nnt_model_path_join(ctx, fn, dir, "config.json", path));
     char *text = NULL;
-    NNT_TRY(nnt_model_config_text(ctx, fn, c, &text));
+    NNT_TRY(nnt_model_config_text_named(ctx, fn, c, label_names, &text));
     nnt_io_out *o = NULL;
     int rc = nnt_io_out_begin(path, &o, err, sizeof err);
     if (rc == 0)

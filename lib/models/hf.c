@@ -1125,6 +1125,11 @@ static int load_hf(nnt_ctx *ctx, const char *fn, const char *dir, int64_t B, int
     const char *what = nnt_hf_weights_source(w);   /* a missing tensor's messages name it */
     int rc = load_weights(ctx, fn, w, what, arch, &cfg, B, T, tiling, tree, out);
     nnt_hf_weights_close(w);
+    if (rc == 0 && cfg.num_labels > 0 &&   /* a classifier's label names (id2label) */
+        (rc = nnt_model_label_names_load(*out, fn, dir, NULL, 0))) {
+        nnt_layer_destroy(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
@@ -1218,6 +1223,8 @@ NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir)
     NNT_TRY(nnt_hf_weights_open(model->ctx, fn, dir, &w));
     int rc = read_weights(model, fn, w, nnt_hf_weights_source(w), arch, &have, keep_score);
     nnt_hf_weights_close(w);
+    if (rc == 0 && !keep_score)   /* a classifier's: its label names too */
+        rc = nnt_model_label_names_load(model, fn, dir, NULL, 0);
     return rc;
 }
 
@@ -1386,7 +1393,8 @@ static int save_hf(nnt_layer *model, const char *fn, const char *dir,
     NNT_TRY(save_weights(model, fn, dir, opts ? opts->max_shard_bytes : 0));
     if (opts && opts->tokenizer_json)
         NNT_TRY(copy_tokenizer(model->ctx, fn, opts->tokenizer_json, dir));
-    return nnt_model_config_write_dir(model->ctx, fn, dir, &cfg);
+    return nnt_model_config_write_dir(model->ctx, fn, dir, &cfg,
+                                      nnt_model_label_names_of(model));
 }
 
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir)

@@ -73,7 +73,7 @@ struct nnt_hf_arch;
 int nnt_model_config_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
                               nnt_model_config *cfg, const struct nnt_hf_arch **arch);
 int nnt_model_config_write_dir(nnt_ctx *ctx, const char *fn, const char *dir,
-                               const nnt_model_config *cfg);
+                               const nnt_model_config *cfg, const char *const *label_names);
 /* The family of c (*family) and the index of the Hugging Face architecture it saves c as
  * (its hf_arch), or a negative NNT_E_* naming fn. */
 struct nnt_family;
@@ -87,6 +87,22 @@ int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *
                           char **out);
 int nnt_model_config_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
                            size_t len, nnt_model_config *cfg);
+/* The same text with a classifier's label names (id2label, label2id; NULL: LABEL_k), and the
+ * names of such a text: *names num_labels of them (free with nnt_label_names_free), NULL
+ * when it has none, another count, or only the defaults LABEL_k; keys that are not the labels
+ * 0 .. num_labels - 1 or names unfit (nnt_label_names_check) are NNT_E_FORMAT. */
+int nnt_model_config_text_named(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg,
+                                const char *const *label_names, char **out);
+int nnt_model_config_label_names(nnt_ctx *ctx, const char *fn, const char *what,
+                                 const char *text, size_t len, int64_t num_labels,
+                                 char ***names);
+/* The same from dir/config.json */
+int nnt_model_label_names_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
+                                   int64_t num_labels, char ***names);
+/* model's label names set to those of text (nnt_model_config_label_names), or to those of
+ * dir/config.json (text NULL); nothing changes when they are absent or the defaults. */
+int nnt_model_label_names_load(nnt_layer *model, const char *fn, const char *dir,
+                               const char *text, size_t len);
 /* The checks of nnt_model_create without a batch: cfg is a configuration nnt can build,
  * its rope options included (Llama family). Errors name fn. */
 int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
@@ -206,6 +222,16 @@ typedef struct nnt_model_lora {
 } nnt_model_lora;
 /* Those of a tree of nnt_model_build_tree (NULL for another layer). */
 nnt_model_lora *nnt_model_lora_of(nnt_layer *tree);
+
+/* A classifier's label names (id2label): at most NNT_LABEL_NAME_MAX bytes each. */
+#define NNT_LABEL_NAME_MAX 255
+/* The names of a model's labels (num_labels of them), NULL for the defaults LABEL_k or a
+ * model that is no classifier; owned by the model. */
+const char *const *nnt_model_label_names_of(const nnt_layer *model);
+/* Names fit for labels (1 to NNT_LABEL_NAME_MAX bytes, no control character, unique), else
+ * NNT_E_INVAL naming fn and the label. */
+int nnt_label_names_check(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n);
+void nnt_label_names_free(char **names, int64_t n);
 
 /* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
  * resolved (never 0). Errors name fn. */

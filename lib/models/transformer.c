@@ -43,6 +43,7 @@ typedef struct model_impl {
     nnt_model_lora lora;      /* its adapters' settings (lib/models/lora.c)                */
     int with_loss;            /* the last forward ran the loss (targets were set)          */
     nnt_tensor *logits;       // (B, T, V or num_labels) output of the last forward
+    char **label_names;       /* a classifier's num_labels names (id2label); NULL: LABEL_k */
 } model_impl;
 
 /* ---- checks ------------------------------------------------------------------------------- */
@@ -372,9 +373,16 @@ static int model_loss(nnt_layer *l, double *loss)
     return NNT_OK;
 }
 
+static void model_destroy(nnt_layer *l)
+{
+    model_impl *m = l->impl;
+    nnt_label_names_free(m->label_names, m->cfg.num_labels);
+    m->label_names = NULL;
+}
+
 static const nnt_layer_vt model_vt = {
     NNT_LAYER_MODEL, "model", model_forward, model_backward, NULL, model_loss, NULL, NULL,
-    NULL, NULL, NULL, NULL};
+    model_destroy, NULL, NULL, NULL};
 
 /* Adopt child under name; on failure the child is destroyed. */
 static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
@@ -665,6 +673,113 @@ nnt_model_lora *nnt_model_lora_of(nnt_layer *tree)
 }
 
 /* ---- classifiers ---------------------------------------------------------------------------- */
+
+void nnt_label_names_free(char **names, int64_t n)
+{
+    for (int64_t k = 0; names && k < n; k++)
+        free(names[k]);
+    free(names);
+}
+
+/* The tree of a classifier, for fn (NNT_E_INVAL naming fn for another layer or model). */
+static int classifier_tree(const nnt_layer *model, const char *fn, model_impl **m)
+{
+    NNT_TRY(nnt_layer_check(model, fn));
+    nnt_layer *l = (nnt_layer *)model;
+    nnt_layer *tree = l->vt->inner ? l->vt->inner(l) : l;
+    if (tree->vt != &model_vt || ((model_impl *)tree->impl)->cfg.num_labels < 1)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: not a classifier (a model of "
+                        "num_labels >= 1)", fn);
+    *m = tree->impl;
+    return NNT_OK;
+}
+
+const char *const *nnt_model_label_names_of(const nnt_layer *model)
+{
+    nnt_layer *l = (nnt_layer *)model;
+    nnt_layer *tree = l->vt->inner ? l->vt->inner(l) : l;
+    return tree->vt == &model_vt ? (const char *const *)((model_impl *)tree->impl)->label_names
+                                 : NULL;
+}
+
+int nnt_label_names_check(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n)
+{
+    for (int64_t k = 0; k < n; k++) {
+        size_t len = names[k] ? strlen(names[k]) : 0;
+        if (len == 0 || len > NNT_LABEL_NAME_MAX)
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: the name of label %lld is %s (1 to %d "
+                            "bytes)", fn, (long long)k, names[k] ? (len ? "too long" : "empty")
+                            : "NULL", NNT_LABEL_NAME_MAX);
+        for (const unsigned char *c = (const unsigned char *)names[k]; *c; c++)
+            if (*c < 0x20)
+                return nnt_fail(ctx, NNT_E_INVAL, "%s: the name of label %lld has a control "
+                                "character (0x%02x)", fn, (long long)k, *c);
+        for (int64_t j = 0; j < k; j++)
+            if (strcmp(names[j], names[k]) == 0)   /* (label2id maps names back to labels) */
+                return nnt_fail(ctx, NNT_E_INVAL, "%s: labels %lld and %lld are both named "
+                                "\"%s\"", fn, (long long)j, (long long)k, names[k]);
+    }
+    return NNT_OK;
+}
+
+NNT_API int nnt_model_set_label_names(nnt_layer *model, const char *const *names, int64_t n)
+{
+    const char *fn = "nnt_model_set_label_names";
+    model_impl *m = NULL;
+    NNT_TRY(classifier_tree(model, fn, &m));
+    int64_t L = m->cfg.num_labels;
+    if (!names != !n || (n && n != L))
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: names %p, n %lld: give a name to each "
+                        "of the classifier's %lld labels (or NULL and 0: LABEL_0, ...)", fn,
+                        (const void *)names, (long long)n, (long long)L);
+    NNT_TRY(nnt_label_names_check(model->ctx, fn, names, n));
+    char **copy = n ? calloc((size_t)n, sizeof *copy) : NULL;
+    int oom = n && !copy;
+    for (int64_t k = 0; !oom && k < n; k++)
+        oom = !(copy[k] = strdup(names[k]));
+    if (oom) {
+        nnt_label_names_free(copy, n);
+        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    nnt_label_names_free(m->label_names, L);
+    m->label_names = copy;
+    return NNT_OK;
+}
+
+int nnt_model_label_names_load(nnt_layer *model, const char *fn, const char *dir,
+                               const char *text, size_t len)
+{
+    nnt_model_config cfg;
+    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
+    char **names = NULL;
+    if (cfg.num_labels < 1)
+        return NNT_OK;
+    NNT_TRY(text ? nnt_model_config_label_names(model->ctx, fn, dir, text, len, cfg.num_labels,
+                                                &names)
+                 : nnt_model_label_names_read_dir(model->ctx, fn, dir, cfg.num_labels, &names));
+    int rc = names ? nnt_model_set_label_names(model, (const char *const *)names, cfg.num_labels)
+                   : NNT_OK;
+    nnt_label_names_free(names, cfg.num_labels);
+    return rc;
+}
+
+NNT_API int nnt_model_label_name(const nnt_layer *model, int64_t k, char *buf, size_t size)
+{
+    const char *fn = "nnt_model_label_name";
+    model_impl *m = NULL;
+    NNT_TRY(classifier_tree(model, fn, &m));
+    if (k < 0 || k >= m->cfg.num_labels || !buf || size == 0)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: label %lld of %lld, buf %p, size %zu",
+                        fn, (long long)k, (long long)m->cfg.num_labels, (void *)buf, size);
+    char dflt[32];
+    snprintf(dflt, sizeof dflt, "LABEL_%lld", (long long)k);
+    const char *name = m->label_names ? m->label_names[k] : dflt;
+    if (strlen(name) >= size)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the name of label %lld has %zu bytes: "
+                        "size %zu is too small", fn, (long long)k, strlen(name), size);
+    memcpy(buf, name, strlen(name) + 1);
+    return NNT_OK;
+}
 
 NNT_API int nnt_model_pool_targets(const int32_t *ids, int64_t B, int64_t T, int64_t pad_id,
                                    const int32_t *labels, int32_t *targets)

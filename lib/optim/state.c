@@ -271,8 +271,10 @@ int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state
     rc = alloc_buffer(opt, fn, &buf, &cap);
     uint64_t sum = 0;
     char *model = NULL;
-    if (rc == 0 && opt->has_model && (rc = nnt_model_config_text(opt->ctx, fn, &opt->model,
-                                                                   &model)) == 0)
+    const char *const *names = opt->has_model && opt->nlayers == 1   /* a classifier's */
+                                   ? nnt_model_label_names_of(opt->layers[0]) : NULL;
+    if (rc == 0 && opt->has_model &&
+        (rc = nnt_model_config_text_named(opt->ctx, fn, &opt->model, names, &model)) == 0)
         one_line(model);
     if (rc == 0)
         rc = data_checksum(opt, buf, &sum);   /* first pass: nothing written yet */
@@ -514,6 +516,9 @@ static int load_from(nnt_optim *opt, const char *fn, const char *path, const nnt
     if (rc == 0)
         rc = import(opt, fn, r, nfields(opt, sm.step), buf);
     free(buf);
+    if (rc == 0 && opt->has_model && opt->nlayers == 1 && sm.values[META_MODEL])
+        rc = nnt_model_label_names_load(opt->layers[0], fn, path, sm.values[META_MODEL],
+                                        strlen(sm.values[META_MODEL]));   /* a classifier's */
     if (rc) {
         free(got.options);
         return rc;
@@ -709,6 +714,9 @@ int nnt_model_load_train_state(nnt_ctx *ctx, const char *path, int64_t B, int64_
     int rc = nnt_model_build(ctx, fn, &cfg, B, T, tiling, &model);
     if (rc == 0)
         rc = load_model_params(ctx, fn, path, r, &sm, model);
+    if (rc == 0)   /* a classifier's label names */
+        rc = nnt_model_label_names_load(model, fn, path, sm.values[META_MODEL],
+                                        strlen(sm.values[META_MODEL]));
     if (rc == 0 && st)
         rc = user_section(ctx, fn, &sm, &got);
     nnt_st_close(r);

@@ -125,10 +125,14 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
     if (has & NNT_FAMILY_HAS_HIDDEN)
         add(t, ", hidden %lld", (long long)c.hidden);
     add(t, ", V %lld, context %lld", (long long)c.vocab, (long long)c.max_seq);
+    const char *const *names = c.num_labels > 1 ? nnt_model_label_names_of(tr->model) : NULL;
     if (c.num_labels > 0)
         add(t, c.num_labels == 1 ? ", a reward model (a score head)"
-                                 : ", a classifier of %lld labels (a score head)",
-            (long long)c.num_labels);
+                                 : ", a classifier of %lld labels (a score head%s",
+            (long long)c.num_labels, names ? "; labels " : ")");
+    for (int64_t k = 0; names && k < c.num_labels && k < 8; k++)   /* (id2label's names) */
+        add(t, "%s%s%s", k ? ", " : "", names[k],
+            k + 1 == c.num_labels ? ")" : k == 7 ? ", ...)" : "");
     if (has & NNT_FAMILY_HAS_ROPE)
         add(t, ", %s head, rope theta %g%s", c.tied ? "tied" : "untied", c.rope.theta,
             c.rope.scaling == NNT_ROPE_SCALING_LLAMA3   ? " (llama3 scaling)"
