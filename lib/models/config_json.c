@@ -819,25 +819,30 @@ static void put_json_text(nnt_cfg_out *t, const char *s)
 {
     nnt_cfg_add(t, "\"");
     for (; *s; s++)
-        nnt_cfg_add(t, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+        nnt_cfg_add(t, strchr("\"\\", *s) ? "\\%c" : "%c", *s);
     nnt_cfg_add(t, "\"");
+}
+
+/* Label i's name: names[i], or (names NULL) transformers' default LABEL_i written in buf */
+static const char *label_name_at(const char *const *names, int64_t i, char *buf, size_t size)
+{
+    snprintf(buf, size, "LABEL_%lld", (long long)i);
+    return names ? names[i] : buf;
 }
 
 /* A classifier's labels: names[k] (NULL: transformers' default names, LABEL_k). */
 static void put_labels(nnt_cfg_out *t, const nnt_model_config *c, const char *const *names)
 {
-    char name[32];
+    char buf[32];
     nnt_cfg_add(t, ",\n  \"id2label\": {");
     for (int64_t i = 0; i < c->num_labels; i++) {
-        snprintf(name, sizeof name, "LABEL_%lld", (long long)i);
         nnt_cfg_add(t, "%s\"%lld\": ", i ? ", " : "", (long long)i);
-        put_json_text(t, names ? names[i] : name);
+        put_json_text(t, label_name_at(names, i, buf, sizeof buf));
     }
     nnt_cfg_add(t, "},\n  \"label2id\": {");
     for (int64_t i = 0; i < c->num_labels; i++) {
-        snprintf(name, sizeof name, "LABEL_%lld", (long long)i);
         nnt_cfg_add(t, "%s", i ? ", " : "");
-        put_json_text(t, names ? names[i] : name);
+        put_json_text(t, label_name_at(names, i, buf, sizeof buf));
         nnt_cfg_add(t, ": %lld", (long long)i);
     }
     nnt_cfg_add(t, "}");
