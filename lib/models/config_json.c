@@ -1274,14 +1274,20 @@ static int read_file(nnt_ctx *ctx, const char *fn, const char *path, char **out,
     return NNT_OK;
 }
 
+/* dir/config.json's path and text (*buf malloc'd, len bytes) */
+static int read_config_json(nnt_ctx *ctx, const char *fn, const char *dir, char *path,
+                            char **buf, size_t *len)
+{
+    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "config.json", path));
+    return read_file(ctx, fn, path, buf, len);
+}
+
 int nnt_model_config_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
                               nnt_model_config *cfg, const nnt_hf_arch **arch)
 {
-    char path[NNT_MODEL_PATH_MAX];
-    char *buf = NULL;
+    char path[NNT_MODEL_PATH_MAX], *buf = NULL;
     size_t len = 0;
-    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "config.json", path));
-    NNT_TRY(read_file(ctx, fn, path, &buf, &len));
+    NNT_TRY(read_config_json(ctx, fn, dir, path, &buf, &len));
     int rc = parse(ctx, fn, path, buf, len, cfg, arch);
     free(buf);
     return rc;
@@ -1290,12 +1296,10 @@ int nnt_model_config_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
 int nnt_model_label_names_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
                                    int64_t num_labels, char ***names)
 {
-    char path[NNT_MODEL_PATH_MAX];
-    char *buf = NULL;
+    char path[NNT_MODEL_PATH_MAX], *buf = NULL;
     size_t len = 0;
     *names = NULL;
-    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "config.json", path));
-    NNT_TRY(read_file(ctx, fn, path, &buf, &len));
+    NNT_TRY(read_config_json(ctx, fn, dir, path, &buf, &len));
     int rc = nnt_model_config_label_names(ctx, fn, path, buf, len, num_labels, names);
     free(buf);
     return rc;
