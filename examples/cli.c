@@ -316,3 +316,27 @@ nnt_chat_template cli_chat_template(const char *name)
         t = NNT_CHAT_AUTO;   /* (the option's choices are names the library knows) */
     return t;
 }
+
+int cli_names(const char *list, const char ***names, int64_t *n)
+{
+    int64_t count = 1;
+    for (const char *c = list; *c; c++)
+        count += *c == ',';
+    char *copy = strdup(list);
+    const char **out = calloc((size_t)count, sizeof *out);
+    if (!copy || !out) {
+        free(copy);
+        free(out);
+        return -1;
+    }
+    char *s = copy;
+    for (int64_t k = 0; k < count; k++) {
+        char *comma = strchr(s, ',');
+        if (comma)
+            *comma = '\0';
+        out[k] = s;
+        s = comma ? comma + 1 : s + strlen(s);
+    }
+    *names = out, *n = count;
+    return 0;
+}

@@ -83,6 +83,10 @@ const char *cli_choice_name(const cli_program *p, const char *option, int value)
 /* The tokenizer_config.json beside a tokenizer.json (or in its directory, or in a model
  * directory), when there is one; NULL otherwise (malloc'd). */
 char *cli_config_beside(const char *tokenizer_json);
+/* The names of a comma-separated list (--label-names): *names (malloc'd, free it and
+ * names[0]) and *n of them (at least 1: empty ones kept, for the library to refuse); 0, or
+ * -1 when out of memory. */
+int cli_names(const char *list, const char ***names, int64_t *n);
 /* A --chat-template choice: "auto", or a name of nnt_chat_template_from_name. */
 nnt_chat_template cli_chat_template(const char *name);
 /* The --chat-template choices of prompt/answer data (nnt-tokenize --jsonl, nnt-train's

@@ -43,6 +43,7 @@ typedef struct opts {
     int jsonl, pack, pad;
     int preference;               /* --preference: preference records, a pair two rows     */
     int64_t num_labels;           /* --num-labels: classification records                  */
+    const char *label_names;      /* --label-names: their labels by name                   */
     int64_t seq;
     int too_long;                 /* 0 refuse, 1 cut                                        */
     int loss;                     /* -1 unset, 0 answers, 1 all                             */
@@ -93,6 +94,9 @@ static const cli_option table[] = {
             "classification records\n{\"text\", \"label\"} (labels 0 .. N - 1): each text "
             "then its\nlabel, the one target that counts, for nnt-train\n--num-labels N "
             "(implies --jsonl)"),
+    OPT_STR("label-names", label_names, NULL, 0, "LIST", "names of the labels 0, 1, ... "
+            "separated by commas:\na record's label may be one of them (a string), as\nwell "
+            "as its index (implies --num-labels, their\ncount)"),
     OPT_INT("seq", seq, 2, 2147483647.0, NULL, 0, "T", "rows of T tokens, nnt-train's --seq "
             "(needed with\n--jsonl)"),
     OPT_FLAG("pad", pad, 0, NULL),
@@ -168,6 +172,17 @@ static int parse_opts(int argc, char **argv, opts *o)
     if (o->preference && o->pack)
         return usage("%s", "--preference lays each sequence of a pair in a row of its own: "
                      "not with --pack");
+    if (o->label_names) {   /* their count: the labels */
+        int64_t n = 1;
+        for (const char *c = o->label_names; *c; c++)
+            n += *c == ',';
+        if (o->num_labels && o->num_labels != n)
+            return usage("--label-names gives %lld names for --num-labels %lld", (long long)n,
+                         (long long)o->num_labels);
+        if (n < 2)
+            return usage("%s", "--label-names: a classifier has 2 labels or more");
+        o->num_labels = n;
+    }
     if (o->preference && o->num_labels)
         return usage("%s", "give one of --preference and --num-labels");
     o->jsonl |= o->preference || o->num_labels;
@@ -187,7 +202,7 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
-                    o->loss == 2, o->preference, o->num_labels};
+                    o->loss == 2, o->preference, o->num_labels, o->label_names};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);

@@ -367,31 +367,20 @@ static void print_warnings(const trainer *t)
 /* --label-names LIST: the names of the classifier's labels (nnt_model_set_label_names) */
 static int set_label_names(trainer *t)
 {
-    const char *list = t->o.label_names;
-    int64_t L = t->cfg.num_labels, n = 1;
-    for (const char *c = list; *c; c++)
-        n += *c == ',';
+    int64_t L = t->cfg.num_labels, n = 0;
+    const char **names = NULL;
     if (L < 1)
         return train_usage_error("--label-names names a classifier's labels: the model is a "
                                  "language model (give --num-labels N)");
-    if (n != L)
-        return train_usage_error("--label-names gives %lld names for a classifier of %lld "
-                                 "labels", (long long)n, (long long)L);
-    char *copy = strdup(list);
-    const char **names = calloc((size_t)n, sizeof *names);
-    int rc = copy && names ? 0 : lib_error("--label-names", NNT_E_NOMEM);
-    char *s = copy;
-    for (int64_t k = 0; rc == 0 && k < n; k++) {
-        char *comma = strchr(s, ',');
-        if (comma)
-            *comma = '\0';
-        names[k] = s;
-        s = comma ? comma + 1 : s + strlen(s);
-    }
-    if (rc == 0 && (rc = nnt_model_set_label_names(t->model, names, n)))
+    if (cli_names(t->o.label_names, &names, &n))
+        return lib_error("--label-names", NNT_E_NOMEM);
+    int rc = n != L ? train_usage_error("--label-names gives %lld names for a classifier of "
+                                        "%lld labels", (long long)n, (long long)L)
+                    : nnt_model_set_label_names(t->model, names, n);
+    if (n == L && rc)
         rc = lib_error("--label-names", rc);
+    free((void *)names[0]);
     free(names);
-    free(copy);
     return rc;
 }
 
@@ -669,7 +658,7 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
                      o->jsonl_loss == 1, o->jsonl_loss == 2,
-                     pairs, labels >= 2 ? labels : 0};
+                     pairs, labels >= 2 ? labels : 0, labels >= 2 ? o->label_names : NULL};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);

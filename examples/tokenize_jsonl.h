@@ -21,6 +21,8 @@ typedef struct jsonl_opts {
     int64_t num_labels;               /* >= 2: classification records {"text", "label"}:
                                          the text, then its label (below num_labels), the
                                          one target that counts; 0: none                   */
+    const char *label_names;          /* classification records' labels may be these names
+                                         (comma-separated; NULL: indices only)             */
 } jsonl_opts;
 
 typedef struct jsonl_stats {

@@ -1904,6 +1904,11 @@ NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len
  * not a string or of no token, a label not such an integer are NNT_E_FORMAT naming it. */
 NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
                                     const int32_t **ids, size_t *n, int64_t *label);
+/* Names of the labels (n of them, copied; NULL and 0: none): then nnt_sft_encode_labelled
+ * also takes a label given by its name, a JSON string, as label k when it is names[k]
+ * (another string NNT_E_FORMAT naming it). Names as nnt_model_set_label_names takes them
+ * (NNT_E_INVAL naming the label). New in 0.3. */
+NNT_API int nnt_sft_set_label_names(nnt_sft *s, const char *const *names, int64_t n);
 
 /* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
  * directory: its tokenizer.json), used with

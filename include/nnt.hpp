@@ -1569,6 +1569,15 @@ public:
         check(nnt_sft_encode_labelled(get(), record.data(), record.size(), &ids, &n, label));
         return {ids, n};
     }
+    /* Labels by name in classification records (nnt_sft_set_label_names; empty: none). */
+    void set_label_names(const std::vector<std::string> &names)
+    {
+        std::vector<const char *> ptrs;
+        for (const std::string &n : names)
+            ptrs.push_back(n.c_str());
+        check(nnt_sft_set_label_names(get(), ptrs.empty() ? nullptr : ptrs.data(),
+                                      static_cast<std::int64_t>(ptrs.size())));
+    }
     /* A conversation up to a user's message, with the template's generation prompt. */
     span<const std::int32_t> encode_prompt(std::string_view record)
     {

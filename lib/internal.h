@@ -1014,4 +1014,11 @@ void nnt_ram_stats_get(nnt_ram_stats *out);
  * of it), and those beyond go. After a passing peak whose blocks will not come again. */
 void nnt_ram_settle(void);
 
+/* A classifier's label names (id2label; classification records' labels by name): names fit
+ * for labels are 1 to NNT_LABEL_NAME_MAX bytes, no control character, each once; else
+ * NNT_E_INVAL naming fn and the label (lib/models/transformer.c). */
+#define NNT_LABEL_NAME_MAX 255
+int nnt_label_names_check(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n);
+void nnt_label_names_free(char **names, int64_t n);
+
 #endif /* NNT_INTERNAL_H */

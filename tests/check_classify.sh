@@ -54,6 +54,14 @@ run whole $records --batch 4
 run tiled $records --batch 4 --tile-batch 2 --tile-seq 5
 # shellcheck disable=SC2086
 run accum $records --batch 2 --accum 2 --tile-seq 7
+# the same records with their labels by name (--label-names): the same run
+for split in train val; do
+    sed 's/"label": 0}$/"label": "bad"}/; s/"label": 1}$/"label": "so-so"}/; s/"label": 2}$/"label": "good"}/' \
+        "$fx/text_$split.jsonl" > "$tmp/named_$split.jsonl"
+done
+grep -q '"label": "so-so"}' "$tmp/named_train.jsonl" || { echo "FAIL: no named labels made"; fail=1; }
+run names --tokenizer-json "$tokdir/tokenizer.json" --data "$tmp/named_train.jsonl" \
+    --val-data "$tmp/named_val.jsonl" --batch 4 --label-names bad,so-so,good
 
 grep -q "^model: .*a classifier of 3 labels (a score head)" "$tmp/whole.err" ||
     { echo "FAIL: the summary does not say the model is a classifier"; fail=1; }
@@ -168,6 +176,17 @@ lcommon="$records --load-hf $fx/llama_text --seq 48 --batch 2 --lr 0.01 --schedu
     echo "FAIL: nnt-tokenize --num-labels: exit status $?"; cat "$tmp/tok.err"; fail=1; }
 ref="$(echo "$want" | sed -n 1,3p | tr '\n' ' ')"
 run file --data "$tmp/train.bin" --val-data "$tmp/val.bin" --batch 4
+# nnt-tokenize --label-names (implies --num-labels 3): the file of the labels by index; a name
+# of no label refused, naming its line
+"$tok_prog" --tokenizer-json "$tokdir/tokenizer.json" --label-names bad,so-so,good --seq 48 \
+    --too-long cut --out "$tmp/named.bin" "$tmp/named_train.jsonl" 2> "$tmp/tok_named.err" &&
+    cmp -s "$tmp/named.bin" "$tmp/train.bin" ||
+    { echo "FAIL: nnt-tokenize --label-names: not the file of the labels' indices"; cat "$tmp/tok_named.err"; fail=1; }
+"$tok_prog" --tokenizer-json "$tokdir/tokenizer.json" --label-names bad,good,fine --seq 48 \
+    --too-long cut --out "$tmp/named2.bin" "$tmp/named_train.jsonl" > /dev/null 2> "$tmp/tok_named.err"
+st=$?
+{ [ "$st" -eq 1 ] && grep -q 'named_train.jsonl:[0-9]*: .*the label "so-so" is none of the 3 label names' "$tmp/tok_named.err"; } ||
+    { echo "FAIL: nnt-tokenize --label-names, a label of no name: status $st"; cat "$tmp/tok_named.err"; fail=1; }
 # without --too-long cut the long text is refused, named by its line
 "$tok_prog" --tokenizer-json "$tokdir/tokenizer.json" --num-labels 3 --seq 48 \
     --out "$tmp/refused.bin" "$fx/text_train.jsonl" > /dev/null 2> "$tmp/refused.err"

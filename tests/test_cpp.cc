@@ -617,6 +617,13 @@ void test_sft(nnt::context &ctx)
     nnt_sft_destroy(c);
     EXPECT_ERROR(NNT_E_FORMAT, "the label -1 is not", s.encode_labelled("{\"text\": \"a\", "
                                                                         "\"label\": -1}", &label));
+    s.set_label_names({"cold", "mild", "warm"});
+    s.encode_labelled("{\"text\": \"The sky is blue.\", \"label\": \"mild\"}", &label);
+    EXPECT(label == 1);
+    EXPECT_ERROR(NNT_E_INVAL, "both named", s.set_label_names({"a", "a"}));
+    s.set_label_names({});
+    EXPECT_ERROR(NNT_E_FORMAT, "the label \"mild\" is not",
+                 s.encode_labelled("{\"text\": \"a\", \"label\": \"mild\"}", &label));
     EXPECT_ERROR(NNT_E_FORMAT, "rejected", s.encode_preference("{\"prompt\": \"a\", "
                                                                "\"chosen\": \"b\"}"));
     EXPECT_ERROR(NNT_E_FORMAT, "nnt_sft_encode: unknown key \"x\"",

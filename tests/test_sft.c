@@ -1926,6 +1926,32 @@ START_TEST(test_labelled)
     ck_assert_uint_eq(n, _i ? 2 : 1);
     EXPECT_FAIL_MSG(nnt_sft_encode_labelled(s, "{}", 2, &ids, &n, NULL), NNT_E_INVAL,
                     "a NULL argument");
+
+    /* labels by name (nnt_sft_set_label_names): a name gives its index, an index is still
+     * taken, another string refused; the names cleared again */
+    static const char *const names[3] = {"neg", "n\xc3\xa9utre", "pos"};
+    EXPECT_OK(nnt_sft_set_label_names(s, names, 3));
+    const char *by_name[4] = {"{\"text\": \"fine\", \"label\": \"pos\"}",
+                              "{\"text\": \"fine\", \"label\": \"n\\u00e9utre\"}",
+                              "{\"label\": \"neg\", \"text\": \"fine\"}",
+                              "{\"text\": \"fine\", \"label\": 1}"};
+    const int64_t want_label[4] = {2, 1, 0, 1};
+    for (int r = 0; r < 4; r++) {
+        EXPECT_OK(nnt_sft_encode_labelled(s, by_name[r], strlen(by_name[r]), &ids, &n, &label));
+        ck_assert_msg(label == want_label[r], "%s: label %lld", by_name[r], (long long)label);
+    }
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": \"Pos\"}",
+                         "the label \"Pos\" is none of the 3 label names");
+    expect_label_refused(s, "{\"text\": \"hi\", \"label\": \"po\"}", "none of the 3");
+    const char *dup[2] = {"a", "a"}, *bad = "{\"text\": \"fine\", \"label\": \"pos\"}";
+    EXPECT_FAIL_MSG(nnt_sft_set_label_names(s, dup, 2), NNT_E_INVAL,
+                    "labels 0 and 1 are both named \"a\"");
+    EXPECT_FAIL_MSG(nnt_sft_set_label_names(s, names, 0), NNT_E_INVAL,
+                    "nnt_sft_set_label_names");
+    EXPECT_OK(nnt_sft_encode_labelled(s, bad, strlen(bad), &ids, &n, &label));   /* kept */
+    ck_assert_int_eq(label, 2);
+    EXPECT_OK(nnt_sft_set_label_names(s, NULL, 0));
+    expect_label_refused(s, bad, "the label \"pos\" is not an integer");
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }

@@ -97,6 +97,8 @@ struct nnt_sft {
                                      answer), which a tool's response comes from           */
     int builtin;                  /* gpt-oss: the record's builtin_tools, a non-empty list: 1
                                      + 2 (browser) + 4 (python); 0: none                    */
+    char **label_names;           /* classification records' labels by name (nlabel_names)  */
+    int64_t nlabel_names;
 };
 
 static const char *template_name(nnt_chat_template t);
@@ -458,6 +460,7 @@ void nnt_sft_destroy(nnt_sft *s)
     free(s->ids), free(s->counts), free(s->a), free(s->b);
     free(s->pair_ids), free(s->pair_counts);
     free(s->text.p);
+    nnt_label_names_free(s->label_names, s->nlabel_names);
     hft_jv_free(&s->tools_tree);
     free(s);
 }
@@ -2197,6 +2200,35 @@ NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len
 /* ---- classification records ----------------------------------------------------------------- */
 
 /* A JSON number that is an integer in [0, 2^31 - 1) written as one (digits only) into *out. */
+NNT_API int nnt_sft_set_label_names(nnt_sft *s, const char *const *names, int64_t n)
+{
+    static const char fn[] = "nnt_sft_set_label_names";
+    if (!s || !names != !n || n < 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: s %p, names %p, n %lld (NULL and 0: none)", fn,
+                        (void *)s, (const void *)names, (long long)n);
+    NNT_TRY(nnt_label_names_check(NULL, fn, names, n));
+    char **copy = n ? calloc((size_t)n, sizeof *copy) : NULL;
+    int oom = n && !copy;
+    for (int64_t k = 0; !oom && k < n; k++)
+        oom = !(copy[k] = strdup(names[k]));
+    if (oom) {
+        nnt_label_names_free(copy, n);
+        return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    nnt_label_names_free(s->label_names, s->nlabel_names);
+    s->label_names = copy, s->nlabel_names = n;
+    return NNT_OK;
+}
+
+/* A label given by its name (s's label names): its index, else -1 */
+static int64_t label_by_name(const nnt_sft *s, const jv *v)
+{
+    for (int64_t k = 0; v->type == JV_STR && k < s->nlabel_names; k++)
+        if (strlen(s->label_names[k]) == v->len && memcmp(s->label_names[k], v->s, v->len) == 0)
+            return k;
+    return -1;
+}
+
 static int label_value(const jv *v, int64_t *out)
 {
     if (v->type != JV_NUM || v->len == 0 || v->len > 10)
@@ -2236,13 +2268,19 @@ NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
     if (rc == 0 && (!text || text->type != JV_STR))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s (a classification record is {\"text\": T, "
                       "\"label\": K})", fn, text ? "\"text\" is not a string" : "no \"text\"");
-    if (rc == 0 && (!value || label_value(value, &k))) {
+    if (rc == 0 && value && s->nlabel_names && value->type == JV_STR &&
+        (k = label_by_name(s, value)) < 0)
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: the label \"%.*s\" is none of the %lld label "
+                      "names (\"%s\", ...)", fn, (int)(value->len < 40 ? value->len : 40),
+                      value->s, (long long)s->nlabel_names, s->label_names[0]);
+    if (rc == 0 && k < 0 && (!value || label_value(value, &k))) {
         static const char *const TYPES[] = {"null", "a boolean", "", "", "a list", "an object"};
         int shown = value && (value->type == JV_NUM || value->type == JV_STR);
         int width = shown ? (int)(value->len < 40 ? value->len : 40) : 16;
         const char *quote = shown && value->type == JV_STR ? "\"" : "";
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s%s%.*s%s%s (the label is its class's index, "
-                      "an integer from 0 below 2^31 - 1)", fn, value ? "the label " : "no "
+                      "an integer from 0 below 2^31 - 1, or its name given to "
+                      "nnt_sft_set_label_names)", fn, value ? "the label " : "no "
                       "\"label\"", quote, width, shown ? value->s : value ? TYPES[value->type]
                       : "", quote, value ? " is not an integer >= 0" : "");
     }

@@ -223,15 +223,9 @@ typedef struct nnt_model_lora {
 /* Those of a tree of nnt_model_build_tree (NULL for another layer). */
 nnt_model_lora *nnt_model_lora_of(nnt_layer *tree);
 
-/* A classifier's label names (id2label): at most NNT_LABEL_NAME_MAX bytes each. */
-#define NNT_LABEL_NAME_MAX 255
 /* The names of a model's labels (num_labels of them), NULL for the defaults LABEL_k or a
  * model that is no classifier; owned by the model. */
 const char *const *nnt_model_label_names_of(const nnt_layer *model);
-/* Names fit for labels (1 to NNT_LABEL_NAME_MAX bytes, no control character, unique), else
- * NNT_E_INVAL naming fn and the label. */
-int nnt_label_names_check(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n);
-void nnt_label_names_free(char **names, int64_t n);
 
 /* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
  * resolved (never 0). Errors name fn. */
