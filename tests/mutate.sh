@@ -434,6 +434,8 @@ names_state_unsaved|lib/optim/state.c|s@                                   ? nnt
 names_state_load_skipped|lib/optim/state.c|s@    if (rc == 0 \&\& opt->has_model \&\& opt->nlayers == 1 \&\& sm.values\[META_MODEL\])@    if (0)@|label names: nnt_train_state_load leaves the model names
 names_duplicates_taken|lib/models/transformer.c|s@            if (strcmp(names\[j\], names\[k\]) == 0)   /\* (label2id@            if (0)   /* (label2id@|label names: two labels of one name taken
 gen_names_unprinted|examples/nnt_generate.c|s@        printf("  %s", name);@        (void)name;@|nnt-generate: the label names not printed
+sft_names_unmapped|lib/data/sft.c|s@    if (rc == 0 \&\& value \&\& s->nlabel_names \&\& value->type == JV_STR \&\&@    if (0 \&\& value \&\& s->nlabel_names \&\& value->type == JV_STR \&\&@|classification records: a label given by its name not taken
+sft_names_prefix|lib/data/sft.c|s@        if (strlen(s->label_names\[k\]) == v->len \&\& memcmp(s->label_names\[k\], v->s, v->len) == 0)@        if (memcmp(s->label_names[k], v->s, v->len) == 0)@|classification records: a label name matched by its first letters
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
