@@ -1020,5 +1020,8 @@ void nnt_ram_settle(void);
 #define NNT_LABEL_NAME_MAX 255
 int nnt_label_names_check(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n);
 void nnt_label_names_free(char **names, int64_t n);
+/* names checked (nnt_label_names_check), then copied into *out (NULL for n 0) */
+int nnt_label_names_copy(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n,
+                         char ***out);
 
 #endif /* NNT_INTERNAL_H */

@@ -2199,22 +2199,14 @@ NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len
 
 /* ---- classification records ----------------------------------------------------------------- */
 
-/* A JSON number that is an integer in [0, 2^31 - 1) written as one (digits only) into *out. */
 NNT_API int nnt_sft_set_label_names(nnt_sft *s, const char *const *names, int64_t n)
 {
     static const char fn[] = "nnt_sft_set_label_names";
     if (!s || !names != !n || n < 0)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: s %p, names %p, n %lld (NULL and 0: none)", fn,
                         (void *)s, (const void *)names, (long long)n);
-    NNT_TRY(nnt_label_names_check(NULL, fn, names, n));
-    char **copy = n ? calloc((size_t)n, sizeof *copy) : NULL;
-    int oom = n && !copy;
-    for (int64_t k = 0; !oom && k < n; k++)
-        oom = !(copy[k] = strdup(names[k]));
-    if (oom) {
-        nnt_label_names_free(copy, n);
-        return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of memory", fn);
-    }
+    char **copy = NULL;
+    NNT_TRY(nnt_label_names_copy(NULL, fn, names, n, &copy));
     nnt_label_names_free(s->label_names, s->nlabel_names);
     s->label_names = copy, s->nlabel_names = n;
     return NNT_OK;
@@ -2229,6 +2221,7 @@ static int64_t label_by_name(const nnt_sft *s, const jv *v)
     return -1;
 }
 
+/* A JSON number that is an integer in [0, 2^31 - 1) written as one (digits only) into *out. */
 static int label_value(const jv *v, int64_t *out)
 {
     if (v->type != JV_NUM || v->len == 0 || v->len > 10)

@@ -722,6 +722,23 @@ int nnt_label_names_check(nnt_ctx *ctx, const char *fn, const char *const *names
     return NNT_OK;
 }
 
+int nnt_label_names_copy(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n,
+                         char ***out)
+{
+    *out = NULL;
+    NNT_TRY(nnt_label_names_check(ctx, fn, names, n));
+    char **copy = n ? calloc((size_t)n, sizeof *copy) : NULL;
+    int oom = n && !copy;
+    for (int64_t k = 0; !oom && k < n; k++)
+        oom = !(copy[k] = strdup(names[k]));
+    if (oom) {
+        nnt_label_names_free(copy, n);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    *out = copy;
+    return NNT_OK;
+}
+
 NNT_API int nnt_model_set_label_names(nnt_layer *model, const char *const *names, int64_t n)
 {
     const char *fn = "nnt_model_set_label_names";
@@ -732,15 +749,8 @@ NNT_API int nnt_model_set_label_names(nnt_layer *model, const char *const *names
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: names %p, n %lld: give a name to each "
                         "of the classifier's %lld labels (or NULL and 0: LABEL_0, ...)", fn,
                         (const void *)names, (long long)n, (long long)L);
-    NNT_TRY(nnt_label_names_check(model->ctx, fn, names, n));
-    char **copy = n ? calloc((size_t)n, sizeof *copy) : NULL;
-    int oom = n && !copy;
-    for (int64_t k = 0; !oom && k < n; k++)
-        oom = !(copy[k] = strdup(names[k]));
-    if (oom) {
-        nnt_label_names_free(copy, n);
-        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    }
+    char **copy = NULL;
+    NNT_TRY(nnt_label_names_copy(model->ctx, fn, names, n, &copy));
     nnt_label_names_free(m->label_names, L);
     m->label_names = copy;
     return NNT_OK;
