@@ -317,11 +317,17 @@ nnt_chat_template cli_chat_template(const char *name)
     return t;
 }
 
-int cli_names(const char *list, const char ***names, int64_t *n)
+int64_t cli_names_count(const char *list)
 {
     int64_t count = 1;
     for (const char *c = list; *c; c++)
         count += *c == ',';
+    return count;
+}
+
+int cli_names(const char *list, const char ***names, int64_t *n)
+{
+    int64_t count = cli_names_count(list);
     char *copy = strdup(list);
     const char **out = calloc((size_t)count, sizeof *out);
     if (!copy || !out) {

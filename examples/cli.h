@@ -87,6 +87,8 @@ char *cli_config_beside(const char *tokenizer_json);
  * names[0]) and *n of them (at least 1: empty ones kept, for the library to refuse); 0, or
  * -1 when out of memory. */
 int cli_names(const char *list, const char ***names, int64_t *n);
+/* How many names such a list has (its commas + 1) */
+int64_t cli_names_count(const char *list);
 /* A --chat-template choice: "auto", or a name of nnt_chat_template_from_name. */
 nnt_chat_template cli_chat_template(const char *name);
 /* The --chat-template choices of prompt/answer data (nnt-tokenize --jsonl, nnt-train's

@@ -173,9 +173,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         return usage("%s", "--preference lays each sequence of a pair in a row of its own: "
                      "not with --pack");
     if (o->label_names) {   /* their count: the labels */
-        int64_t n = 1;
-        for (const char *c = o->label_names; *c; c++)
-            n += *c == ',';
+        int64_t n = cli_names_count(o->label_names);
         if (o->num_labels && o->num_labels != n)
             return usage("--label-names gives %lld names for --num-labels %lld", (long long)n,
                          (long long)o->num_labels);

@@ -1020,6 +1020,9 @@ void nnt_ram_settle(void);
 #define NNT_LABEL_NAME_MAX 255
 int nnt_label_names_check(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n);
 void nnt_label_names_free(char **names, int64_t n);
+/* Label k's name: names[k], or (names NULL) transformers' default "LABEL_k" written in buf
+ * (at least 32 bytes) */
+const char *nnt_label_name_at(const char *const *names, int64_t k, char *buf, size_t size);
 /* names checked (nnt_label_names_check), then copied into *out (NULL for n 0) */
 int nnt_label_names_copy(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n,
                          char ***out);

@@ -426,7 +426,7 @@ lora_cls_task_type|lib/models/lora.c|s@st->head ? "SEQ_CLS" : "CAUSAL_LM"@"CAUSA
 lora_cls_modules_to_save_ignored|lib/models/lora.c|s@            \*head = 1;@            *head = 0;@|PEFT adapters: modules_to_save score ignored
 gen_num_labels_ignored|examples/nnt_generate.c|s@    cfg->num_labels = o->num_labels;@    cfg->num_labels = 0;@|nnt-generate --num-labels: the language model kept as it is
 reward_val_alone_unread|lib/train/trainer.c|s@    nnt_data \*pairs = tr->data ? tr->data : nnt_trainer_val_source(tr);@    nnt_data *pairs = tr->data;@|reward model: validations alone (steps 0) read the held-out pairs as plain rows
-names_unwritten|lib/models/config_json.c|s@    return names ? names\[i\] : buf;@    return buf;@|label names: config.json written with the default names LABEL_k
+names_unwritten|lib/models/transformer.c|s@    return names ? names\[k\] : buf;@    return buf;@|label names: config.json written with the default names LABEL_k
 names_backslash_unescaped|lib/models/config_json.c|s@        nnt_cfg_add(t, strchr("\\"\\\\", \*s) ? "\\\\%c" : "%c", \*s);@        nnt_cfg_add(t, strchr("\\"", *s) ? "\\\\%c" : "%c", *s);@|label names: a backslash written unescaped in config.json
 names_unread|lib/models/transformer.c|s@    int rc = names ? nnt_model_set_label_names(model, (const char \*const \*)names, cfg.num_labels)@    int rc = 0 ? nnt_model_set_label_names(model, (const char *const *)names, cfg.num_labels)@|label names: config.json and training-state names not read
 names_read_hf_skipped|lib/models/hf.c|s@    if (rc == 0 \&\& !keep_score)   /\* a classifier@    if (0)   /* a classifier@|label names: nnt_model_read_hf of a classifier directory leaves the model names

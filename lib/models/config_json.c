@@ -823,13 +823,6 @@ static void put_json_text(nnt_cfg_out *t, const char *s)
     nnt_cfg_add(t, "\"");
 }
 
-/* Label i's name: names[i], or (names NULL) transformers' default LABEL_i written in buf */
-static const char *label_name_at(const char *const *names, int64_t i, char *buf, size_t size)
-{
-    snprintf(buf, size, "LABEL_%lld", (long long)i);
-    return names ? names[i] : buf;
-}
-
 /* A classifier's labels: names[k] (NULL: transformers' default names, LABEL_k). */
 static void put_labels(nnt_cfg_out *t, const nnt_model_config *c, const char *const *names)
 {
@@ -837,12 +830,12 @@ static void put_labels(nnt_cfg_out *t, const nnt_model_config *c, const char *co
     nnt_cfg_add(t, ",\n  \"id2label\": {");
     for (int64_t i = 0; i < c->num_labels; i++) {
         nnt_cfg_add(t, "%s\"%lld\": ", i ? ", " : "", (long long)i);
-        put_json_text(t, label_name_at(names, i, buf, sizeof buf));
+        put_json_text(t, nnt_label_name_at(names, i, buf, sizeof buf));
     }
     nnt_cfg_add(t, "},\n  \"label2id\": {");
     for (int64_t i = 0; i < c->num_labels; i++) {
         nnt_cfg_add(t, "%s", i ? ", " : "");
-        put_json_text(t, label_name_at(names, i, buf, sizeof buf));
+        put_json_text(t, nnt_label_name_at(names, i, buf, sizeof buf));
         nnt_cfg_add(t, ": %lld", (long long)i);
     }
     nnt_cfg_add(t, "}");
@@ -877,8 +870,7 @@ int nnt_model_config_label_names(nnt_ctx *ctx, const char *fn, const char *what,
         }
         if ((rc = nnt_cfg_string(labels, key, &out[k])) == 0 && !out[k])
             rc = nnt_cfg_bad_type(labels, key, "a string");
-        snprintf(dflt, sizeof dflt, "LABEL_%lld", k);
-        defaults &= rc == 0 && strcmp(out[k], dflt) == 0;
+        defaults &= rc == 0 && strcmp(out[k], nnt_label_name_at(NULL, k, dflt, sizeof dflt)) == 0;
     }
     if (rc == 0 && out && !defaults &&
         nnt_label_names_check(ctx, fn, (const char *const *)out, num_labels))

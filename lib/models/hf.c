@@ -397,7 +397,7 @@ static int stack_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
  * first failure. */
 typedef int (*hf_visit)(const hf_pass *ps, hf_tensor *t, void *arg);
 
-#define SCORE "score.weight"   /* a classifier's head, unprefixed in every family's files */
+#define SCORE NNT_CLASSIFIER_HEAD ".weight"   /* a classifier's head */
 
 /* A classifier's head, after the model's other tensors (where transformers saves it). */
 static int visit_score(const hf_pass *ps, hf_tensor *t, hf_visit visit, void *arg)

@@ -27,7 +27,7 @@
 #define PEFT_CONFIG "adapter_config.json"
 #define PEFT_WEIGHTS "adapter_model.safetensors"
 #define MODULE_MAX 512
-#define HEAD "score"   /* a classifier's head: trained whole beside the adapters, unprefixed */
+#define HEAD NNT_CLASSIFIER_HEAD   /* a classifier's head: trained whole beside the adapters */
 
 /* ---- the modules of a model ------------------------------------------------------------- */
 
@@ -482,6 +482,13 @@ NNT_API int nnt_model_lora_merge(nnt_layer *model)
     if (rc == 0)
         st->on = st->head = 0;   /* (a classifier's head is the model's own) */
     return rc;
+}
+
+int nnt_model_lora_head(nnt_layer *model)
+{
+    nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
+    const nnt_model_lora *st = nnt_model_lora_of(tree);
+    return st && st->on && st->head;
 }
 
 NNT_API int nnt_model_lora_get(const nnt_layer *model, nnt_lora_options *opts)

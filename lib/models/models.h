@@ -222,6 +222,14 @@ typedef struct nnt_model_lora {
 } nnt_model_lora;
 /* Those of a tree of nnt_model_build_tree (NULL for another layer). */
 nnt_model_lora *nnt_model_lora_of(nnt_layer *tree);
+/* Whether model's adapters train its classifier's head whole beside them (PEFT's
+ * modules_to_save; nnt_model_lora_add on a classifier, nnt_model_load_peft of such an
+ * adapter). */
+int nnt_model_lora_head(nnt_layer *model);
+
+/* A classifier's head: its child's name in the model tree, unprefixed in every family's
+ * Hugging Face files ("score.weight"). */
+#define NNT_CLASSIFIER_HEAD "score"
 
 /* The names of a model's labels (num_labels of them), NULL for the defaults LABEL_k or a
  * model that is no classifier; owned by the model. */

@@ -491,7 +491,7 @@ static int add_score(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *
     NNT_TRY(gl_linear_new(l->ctx, c->channels, c->num_labels, 0,
                           gl_tile(t->channels, c->channels), c->num_labels, fn, &head));
     mark_output_head(head);
-    NNT_TRY(adopt(l, "score", head));
+    NNT_TRY(adopt(l, NNT_CLASSIFIER_HEAD, head));
     if (c->num_labels == 1) {
         NNT_TRY(nnt_layer_pairwise_create(l->ctx, IGNORE_INDEX, 0.0, &loss));
     } else {
@@ -702,6 +702,12 @@ const char *const *nnt_model_label_names_of(const nnt_layer *model)
                                  : NULL;
 }
 
+const char *nnt_label_name_at(const char *const *names, int64_t k, char *buf, size_t size)
+{
+    snprintf(buf, size, "LABEL_%lld", (long long)k);
+    return names ? names[k] : buf;
+}
+
 int nnt_label_names_check(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t n)
 {
     for (int64_t k = 0; k < n; k++) {
@@ -782,8 +788,8 @@ NNT_API int nnt_model_label_name(const nnt_layer *model, int64_t k, char *buf, s
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: label %lld of %lld, buf %p, size %zu",
                         fn, (long long)k, (long long)m->cfg.num_labels, (void *)buf, size);
     char dflt[32];
-    snprintf(dflt, sizeof dflt, "LABEL_%lld", (long long)k);
-    const char *name = m->label_names ? m->label_names[k] : dflt;
+    const char *name = nnt_label_name_at((const char *const *)m->label_names, k, dflt,
+                                         sizeof dflt);
     if (strlen(name) >= size)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the name of label %lld has %zu bytes: "
                         "size %zu is too small", fn, (long long)k, strlen(name), size);

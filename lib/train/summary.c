@@ -14,6 +14,7 @@
  * The run's paths come from the description nnt_trainer_open records (its options string);
  * a trainer of nnt_trainer_create has none and its lines leave them out. */
 #include "trainer_impl.h"
+#include "../models/models.h"
 #include "../optim/optim.h"
 
 #include <math.h>
@@ -52,19 +53,6 @@ static void add_model_line(const nnt_trainer *tr, nnt_text *t)
     add(t, "%s%s\n", *preset ? ", preset " : "", preset);
 }
 
-/* Whether a classifier's head (score.weight) is trained (not frozen). */
-static int head_trained(nnt_layer *model)
-{
-    int64_t count = 0;
-    nnt_layer_num_params(model, &count, NULL);
-    for (int64_t i = 0; i < count; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
-        if (nnt_layer_param(model, i, &info) == 0 && strcmp(info.name, "score.weight") == 0)
-            return !info.frozen;
-    }
-    return 0;
-}
-
 static void add_tuning(const nnt_trainer *tr, nnt_text *t)
 {
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
@@ -73,7 +61,8 @@ static void add_tuning(const nnt_trainer *tr, nnt_text *t)
     if (nnt_model_lora_get(tr->model, &lo) == 0)
         add(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s%s\n",
             (long long)lo.rank, lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets,
-            head_trained(tr->model) ? ", the classifier's head (score) trained whole" : "",
+            nnt_model_lora_head(tr->model) ? ", the classifier's head (" NNT_CLASSIFIER_HEAD
+                                             ") trained whole" : "",
             *peft ? " from " : "", peft);
     char base[4096], mode[32];
     member(tr->o.extra_options, "model_source", base, sizeof base);
