@@ -57,11 +57,17 @@ typedef struct module_naming {
     const nnt_model_config *cfg;
 } module_naming;
 
+/* Whether m is a classifier's head (a child of the model itself). */
+static int is_score(const lora_module *m)
+{
+    return m->top && strcmp(m->path, HEAD) == 0;
+}
+
 /* m's Hugging Face name: the family's prefix and its name for the module's path (a
  * classifier's head: "score" in every family's files). */
 static void module_hf_name(const module_naming *mn, lora_module *m)
 {
-    if (m->top && strcmp(m->path, HEAD) == 0) {
+    if (is_score(m)) {
         snprintf(m->hf, sizeof m->hf, "%s", HEAD);
         return;
     }
@@ -219,7 +225,7 @@ static int expert_target(const char *name)
 /* Whether m is a model's output head: its lm_head, a classifier's score. */
 static int is_head(const lora_module *m)
 {
-    return m->top && (strcmp(m->path, "lm_head") == 0 || strcmp(m->path, HEAD) == 0);
+    return is_score(m) || (m->top && strcmp(m->path, "lm_head") == 0);
 }
 
 /* Whether m is a target (its name counted). */
@@ -289,7 +295,7 @@ static int add_one(const lora_module *m, void *arg)
                  a->seen[0] ? ", " : "", last);
     if (!targets_match(a->t, m))
         return NNT_OK;
-    if (m->top && strcmp(m->path, HEAD) == 0)
+    if (is_score(m))
         return nnt_fail(m->layer->ctx, NNT_E_INVAL, "nnt_model_lora_add: target '%s' is the "
                         "classifier's head, trained whole beside the adapters (PEFT's "
                         "modules_to_save), not adapted", HEAD);
