@@ -2056,12 +2056,19 @@ typedef struct nnt_trainer_options {
                                     pair's chosen sequence and 2p + 1 its rejected one
                                     (nnt-tokenize --preference); B even (B / 2 pairs a
                                     micro-batch); the reference is the model before its first
-                                    update (nnt_trainer_create(3)); 0: the cross-entropy      */
+                                    update (nnt_trainer_create(3); none for the losses that
+                                    need none, NNT_DPO_CPO, _SIMPO, _ORPO); 0: the
+                                    cross-entropy                                           */
     int dpo_loss;                /* with dpo_beta: nnt_dpo_loss, TRL's loss_type               */
     double reward_center;        /* a reward model's (a model of num_labels 1: trained on pairs
                                     of rows as DPO reads them, TRL's RewardTrainer loss): the
                                     weight of the mean of (r_c + r_r)^2 in its loss (TRL's
                                     center_rewards_coefficient); 0: none                     */
+    /* new in 0.4 (a size without them gets their defaults, TRL's: 0.5 and 1) */
+    double simpo_gamma;          /* NNT_DPO_SIMPO: the target margin gamma (TRL's simpo_gamma) */
+    double cpo_alpha;            /* NNT_DPO_CPO and _SIMPO: the weight of the chosen
+                                    sequences' negative log-likelihood in the loss (TRL's
+                                    cpo_alpha; 0: SimPO as its paper trains)                  */
 } nnt_trainer_options;
 
 /* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
@@ -2070,13 +2077,25 @@ typedef enum nnt_dpo_loss {
                                     ratios (DPO; the default)                                */
     NNT_DPO_IPO = 1,             /* (d' - 1 / (2 beta))^2, d' of the log ratios averaged over
                                     each sequence's counted targets (IPO)                    */
-    NNT_DPO_HINGE = 2            /* max(0, 1 - beta d) (SLiC)                                  */
+    NNT_DPO_HINGE = 2,           /* max(0, 1 - beta d) (SLiC)                                  */
+    /* new in 0.4: without a reference model (no reference pass; TRL's CPOTrainer and
+     * ORPOTrainer). pi_c, pi_r the policy's log-likelihoods summed over the counted targets,
+     * a_c, a_r their per-target means, nll the mean negative log-likelihood of the
+     * micro-batch's chosen sequences' counted targets; the rewards beta pi (CPO) or beta a */
+    NNT_DPO_CPO = 3,             /* -log sigmoid(beta (pi_c - pi_r)) + cpo_alpha nll (CPO,
+                                    CPOTrainer's loss_type "sigmoid")                        */
+    NNT_DPO_SIMPO = 4,           /* -log sigmoid(beta (a_c - a_r) - simpo_gamma)
+                                    + cpo_alpha nll (SimPO, CPOTrainer's loss_type "simpo")   */
+    NNT_DPO_ORPO = 5             /* nll' - beta log sigmoid((a_c - a_r) - (log(1 - e^a_c) -
+                                    log(1 - e^a_r))) (ORPO, beta its lambda), nll' over the
+                                    chosen rows' prompt and completion: every target up to
+                                    the row's last counted one (ORPOTrainer)                 */
 } nnt_dpo_loss;
 
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
       NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
-      NNT_DPO_SIGMOID, 0.0 }
+      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

@@ -44,6 +44,12 @@ out.
       ipo.losses, ipo.final.<HF name>, hinge.losses, hinge.final.<HF name>: the same 3 steps
       with TRL's loss types "ipo" ((d' - 1 / (2 beta))^2, d' of the log ratios averaged
       over each sequence's completion tokens) and "hinge" (relu(1 - beta d))
+      K.losses, K.accuracies, K.margins (3 each), K.val_loss, K.val_accuracy, K.val_margin,
+      K.final.<HF name>, for K the reference-free losses (free_loss below: TRL's
+      CPOTrainer loss_type "sigmoid" (cpo, beta 0.3, cpo_alpha 0.6) and "simpo" (simpo,
+      beta 0.3, simpo_gamma 0.7, cpo_alpha 0.4), ORPOTrainer (orpo, beta 0.3)): the same
+      3 steps from the model before training; orpo.grad.<HF name>: ORPO's gradient of the
+      first batch
 """
 import argparse
 import inspect
@@ -56,6 +62,10 @@ from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
 T, V, BETA, LR, WD = 16, 64, 0.3, 1e-2, 0.1
+# the reference-free losses' parameters (not TRL's defaults: 0.1, 1.0, 0.5): ORPO's beta
+# (lambda) is BETA
+CPO_BETA, CPO_ALPHA = 0.3, 0.6
+SIMPO_BETA, SIMPO_GAMMA, SIMPO_ALPHA = 0.3, 0.7, 0.4
 PAIRS, TRAIN_PAIRS, PER_STEP = 8, 6, 2
 
 
@@ -105,6 +115,107 @@ def dpo_terms(logps, ref, counts=None, kind="sigmoid"):
     else:
         loss = -F.logsigmoid(z).mean()
     return loss, (chosen > rejected).double().mean(), z.mean()
+
+
+def token_logps(model, rows):
+    """(B, T - 1) float64: log p of each row's next token."""
+    logits = model(input_ids=rows, use_cache=False).logits.double()
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    return logp.gather(-1, rows[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+
+def seen(counts):
+    """(B, T) 1 where the row holds its example (prompt and completion: up to its last
+    counted token), 0 on the padding after it."""
+    pos = torch.arange(T).expand_as(counts)
+    last = torch.where(counts > 0, pos, torch.full_like(pos, -1)).max(dim=1).values
+    return (pos <= last.unsqueeze(1)).to(counts.dtype)
+
+
+def free_loss(tok, counts, kind):
+    """The reference-free losses of a batch of pairs from its tokens' log p (B, T - 1),
+    float64, as TRL 1.16 computes them (trl/experimental/cpo/cpo_trainer.py cpo_loss and
+    concatenated_forward, orpo/orpo_trainer.py odds_ratio_loss and concatenated_forward):
+      cpo    -logsigmoid(beta (pi_c - pi_r)) + cpo_alpha nll, pi the sums over the
+             completion's tokens, nll the mean of -log p over the chosen rows' completion
+             tokens of the batch
+      simpo  -logsigmoid(beta (a_c - a_r) - gamma) + cpo_alpha nll, a the per-token means
+      orpo   nll' - beta logsigmoid(log odds), log odds = (a_c - a_r) - (log(1 - exp(a_c))
+             - log(1 - exp(a_r))), nll' the mean of -log p over the chosen rows' prompt and
+             completion tokens (every target up to the last completion token)
+    The rewards: beta times pi (cpo) or a (simpo, orpo)."""
+    cnt = counts[:, 1:].double()
+    sums = (tok * cnt).sum(dim=1)
+    avg = sums / cnt.sum(dim=1)
+    c = cnt[0::2]
+    nll = -(tok[0::2] * c).sum() / c.sum()
+    if kind == "cpo":
+        beta, s = CPO_BETA, sums
+        loss = -F.logsigmoid(beta * (s[0::2] - s[1::2])).mean() + CPO_ALPHA * nll
+    elif kind == "simpo":
+        beta, s = SIMPO_BETA, avg
+        loss = (-F.logsigmoid(beta * (s[0::2] - s[1::2]) - SIMPO_GAMMA).mean() +
+                SIMPO_ALPHA * nll)
+    else:
+        beta, s = BETA, avg
+        odds = (s[0::2] - s[1::2]) - (torch.log(-torch.expm1(s[0::2])) -
+                                      torch.log(-torch.expm1(s[1::2])))
+        w = seen(counts)[0::2, 1:].double()
+        nll_all = -(tok[0::2] * w).sum() / w.sum()
+        loss = nll_all - beta * F.logsigmoid(odds).mean()
+    chosen, rejected = beta * s[0::2], beta * s[1::2]
+    return loss, (chosen > rejected).double().mean(), (chosen - rejected).mean()
+
+
+def free_terms(model, rows, counts, kind):
+    return free_loss(token_logps(model, rows), counts, kind)
+
+
+def check_trl_free(rows, counts):
+    """free_loss against TRL's own functions (called with the attributes they read) on the
+    pairs' rows under random logits: the per-sequence log p (get_batch_logps), the CPO /
+    SimPO losses (cpo_loss), ORPO's (odds_ratio_loss), the nll terms as the source writes
+    them. TRL must be installed (1.16)."""
+    from types import SimpleNamespace
+    from trl.experimental.cpo import cpo_trainer
+    from trl.experimental.orpo import orpo_trainer
+    src_c, src_o = inspect.getsource(cpo_trainer), inspect.getsource(orpo_trainer)
+    assert "loss = losses.mean() + self.cpo_alpha * policy_nll_loss" in src_c
+    assert "nll_loss = cross_entropy_loss(all_logits[:len_chosen], labels[:len_chosen])" in src_c
+    assert 'labels = concatenated_batch["concatenated_labels"].clone()' in src_c
+    assert "loss = policy_nll_loss - losses.mean()" in src_o
+    assert "labels = torch.where(attention_mask == 1, labels, -100)" in src_o
+    assert "average_log_prob=True" in src_o
+    g = torch.Generator().manual_seed(7103)
+    logits = torch.randn(rows.shape[0], T, V, generator=g, dtype=torch.float64) * 2
+    labels = torch.where(counts > 0, rows, torch.full_like(rows, -100))
+    acc = SimpleNamespace(device="cpu")
+    tok = torch.log_softmax(logits[:, :-1], dim=-1).gather(
+        -1, rows[:, 1:].unsqueeze(-1)).squeeze(-1)
+    ce = torch.nn.CrossEntropyLoss()
+    for kind in ("cpo", "simpo", "orpo"):
+        mine, _, _ = free_loss(tok, counts, kind)
+        if kind == "orpo":
+            lp = orpo_trainer.ORPOTrainer.get_batch_logps(logits, labels, average_log_prob=True)
+            me = SimpleNamespace(beta=BETA, accelerator=acc)
+            losses = orpo_trainer.ORPOTrainer.odds_ratio_loss(me, lp[0::2], lp[1::2])[0]
+            full = torch.where(seen(counts) > 0, rows, torch.full_like(rows, -100))
+            nll = ce(logits[0::2, :-1].reshape(-1, V), full[0::2, 1:].reshape(-1))
+            trl = nll - losses.mean()
+        else:
+            avg = kind == "simpo"
+            lp = cpo_trainer.CPOTrainer.get_batch_logps(logits, labels, average_log_prob=avg)
+            alpha = CPO_ALPHA if kind == "cpo" else SIMPO_ALPHA
+            me = SimpleNamespace(beta=CPO_BETA if kind == "cpo" else SIMPO_BETA, alpha=0.0,
+                                 loss_type="sigmoid" if kind == "cpo" else "simpo",
+                                 simpo_gamma=SIMPO_GAMMA, label_smoothing=0.0,
+                                 accelerator=acc)
+            losses = cpo_trainer.CPOTrainer.cpo_loss(me, lp[0::2], lp[1::2])[0]
+            nll = ce(logits[0::2, :-1].reshape(-1, V), labels[0::2, 1:].reshape(-1))
+            trl = losses.mean() + alpha * nll
+        err = abs(mine.item() - trl.item())
+        print(f"{kind}: this file's loss {mine.item():.9f}, TRL's {trl.item():.9f}")
+        assert err < 1e-6 * max(1.0, abs(trl.item())), (kind, err)   # (ORPO: float32 odds)
 
 
 def check_trl():
@@ -218,6 +329,46 @@ def main():
         for name, p in m.named_parameters():
             out[kind + ".final." + name] = p.detach().clone()
         print(kind, kl)
+    # the reference-free losses (TRL's CPOTrainer and ORPOTrainer), from the model before
+    # training: 3 steps' losses, accuracies, margins, the held-out loss after them, the
+    # parameters after the steps (ORPO: and the first batch's gradient)
+    check_trl_free(rows, counts)
+    for kind in ("cpo", "simpo", "orpo"):
+        m = LlamaForCausalLM(cfg).float()
+        m.load_state_dict(start)
+        m.config.use_cache = False
+        if kind == "orpo":   # (the others' gradients: through the parameters after 3 steps)
+            b = slice(0, 2 * PER_STEP)
+            loss, _, _ = free_terms(m, rows[b], counts[b], kind)
+            loss.backward()
+            for name, p in m.named_parameters():
+                out[kind + ".grad." + name] = p.grad.detach().clone()
+            m.zero_grad()
+        decayed = [p for p in m.parameters() if p.dim() >= 2]
+        others = [p for p in m.parameters() if p.dim() < 2]
+        o = torch.optim.AdamW([{"params": decayed, "weight_decay": WD},
+                               {"params": others, "weight_decay": 0.0}], lr=LR,
+                              betas=(0.9, 0.999), eps=1e-8)
+        kl, ka, km = [], [], []
+        for step in range(TRAIN_PAIRS // PER_STEP):
+            b = slice(2 * PER_STEP * step, 2 * PER_STEP * (step + 1))
+            loss, acc, margin = free_terms(m, rows[b], counts[b], kind)
+            o.zero_grad()
+            loss.backward()
+            o.step()
+            kl.append(loss.item()), ka.append(acc.item()), km.append(margin.item())
+        out[kind + ".losses"] = torch.tensor(kl, dtype=torch.float64)
+        out[kind + ".accuracies"] = torch.tensor(ka, dtype=torch.float64)
+        out[kind + ".margins"] = torch.tensor(km, dtype=torch.float64)
+        with torch.no_grad():
+            v = slice(2 * TRAIN_PAIRS, 2 * PAIRS)
+            loss, acc, margin = free_terms(m, rows[v], counts[v], kind)
+        out[kind + ".val_loss"] = loss.reshape(1)
+        out[kind + ".val_accuracy"] = acc.reshape(1)
+        out[kind + ".val_margin"] = margin.reshape(1)
+        for name, p in m.named_parameters():
+            out[kind + ".final." + name] = p.detach().clone()
+        print(kind, kl, ka, km, out[kind + ".val_loss"].item())
     save_file({k: v.contiguous() for k, v in out.items()},
               os.path.join(args.out, "reference.safetensors"))
     print("losses", losses, "accuracies", accs, "margins", margins)

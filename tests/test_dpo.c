@@ -5,8 +5,10 @@
  * the first step's loss (log 2) and every gradient, 3 steps' losses, reward accuracies and
  * margins, the parameters after them and the held-out pairs' loss over 3 tilings; B 2 with
  * accum 2 the same as B 4; a run resumed from a checkpoint continues against the recorded
- * reference (bit for bit the uninterrupted run); the weighted cross-entropy backward and the
- * per-target losses it is built on; refusals. */
+ * reference (bit for bit the uninterrupted run); the losses without a reference (CPO,
+ * SimPO, ORPO: TRL's CPOTrainer and ORPOTrainer) the same way, resumed without one and
+ * validated alone; the weighted cross-entropy backward and the per-target losses it is built
+ * on; refusals. */
 #include "testutil.h"
 #include "fixture_st.h"
 
@@ -28,6 +30,11 @@
 #define LOSS_TOL 5.1e-5
 #define MARGIN_TOL 6.2e-5
 #define PARAM_TOL 1.3e-5
+/* The losses without a reference (2-core AMD Zen 4, 2 tilings each): step and held-out
+ * losses 6.9e-7 (relative above 1), margins 4.5e-6, ORPO's gradients rel 2.3e-6, the
+ * parameters after 3 steps rel 5.2e-6 (SimPO's up_proj; CPO and ORPO 1.1e-6). */
+#define FREE_LOSS_TOL 6.9e-6
+#define FREE_PARAM_TOL 5.2e-5
 
 static nnt_ctx *ctx;
 static void setup(void) { ctx = test_ctx(); }
@@ -77,6 +84,7 @@ typedef struct run {
 /* The fixture's model and optimizer (AdamW lr 1e-2, weight decay 0.1 on matrices) and
  * a trainer of batch b, accum a on the pairs file; checkpoint and resume may be NULL. */
 static int loss_kind;   /* open_run's dpo_loss (NNT_DPO_SIGMOID unless a test sets it) */
+static double simpo_gamma = 0.5, cpo_alpha = 1.0;   /* its simpo_gamma, cpo_alpha */
 
 static run open_run(const nnt_tiling *tl, int64_t b, int64_t a, int update_in_backward,
                     const char *checkpoint, const char *resume, run_log *rl)
@@ -94,6 +102,7 @@ static run open_run(const nnt_tiling *tl, int64_t b, int64_t a, int update_in_ba
     nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
     to.batch = b, to.seq = T, to.accum = a, to.steps = STEPS, to.seed = 1;
     to.dpo_beta = 0.3, to.dpo_loss = loss_kind;
+    to.simpo_gamma = simpo_gamma, to.cpo_alpha = cpo_alpha;
     to.train_tokens = TRAIN_ROWS * T;
     to.val_start = TRAIN_ROWS * T, to.val_len = (ROWS - TRAIN_ROWS) * T, to.val_batches = 1;
     to.update_in_backward = update_in_backward;
@@ -179,6 +188,62 @@ START_TEST(test_accum)
 }
 END_TEST
 
+/* The losses without a reference (TRL 1.16's CPOTrainer loss_type "sigmoid" with cpo_alpha
+ * 0.6, "simpo" with simpo_gamma 0.7 and cpo_alpha 0.4, ORPOTrainer; beta 0.3): 3 steps'
+ * losses, accuracies, margins, the parameters after them and the held-out loss, each loss
+ * under two tilings; ORPO's first gradient too (its nll term reads the prompts' tokens).
+ * _i: the loss (i % 3) and the tiling. */
+START_TEST(test_free_losses)
+{
+    static const char *const NAMES[3] = {"cpo", "simpo", "orpo"};
+    static const int KINDS[3] = {NNT_DPO_CPO, NNT_DPO_SIMPO, NNT_DPO_ORPO};
+    static const double GAMMA[3] = {0.5, 0.7, 0.5}, ALPHA[3] = {0.6, 0.4, 1.0};
+    int k = _i % 3, tiling = (_i + _i / 3) % 3;
+    nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
+    char name[64];
+#define READ_KEY(key) (snprintf(name, sizeof name, "%s." key, NAMES[k]), \
+                       (double *)fixture_read_n(r, name, NNT_IO_F64, NULL))
+    double *losses = READ_KEY("losses"), *accs = READ_KEY("accuracies");
+    double *margins = READ_KEY("margins"), *val = READ_KEY("val_loss");
+    double *val_acc = READ_KEY("val_accuracy"), *val_margin = READ_KEY("val_margin");
+#undef READ_KEY
+    run_log rl;
+    memset(&rl, 0, sizeof rl);
+    loss_kind = KINDS[k], simpo_gamma = GAMMA[k], cpo_alpha = ALPHA[k];
+    run x = open_run(&TILINGS[tiling], B, 1, 0, NULL, NULL, &rl);   /* gradients kept */
+    loss_kind = NNT_DPO_SIGMOID, simpo_gamma = 0.5, cpo_alpha = 1.0;
+    EXPECT_OK(nnt_trainer_step(x.tr));
+    char worst[256] = "";
+    if (KINDS[k] == NNT_DPO_ORPO) {
+        double eg = fixture_worst_against(x.model, r, "orpo.grad", 0, worst, sizeof worst);
+        printf("test_dpo orpo tiling %d: worst gradient rel %.2e (%s)\n", tiling, eg, worst);
+        EXPECT_TOL(eg, GRAD_TOL, "orpo tiling %d: gradient of %s", tiling, worst);
+    }
+    EXPECT_OK(nnt_trainer_run(x.tr, 0));   /* steps 2, 3 and the validation */
+    double el = 0, em = 0;
+    for (int s = 0; s < STEPS; s++) {
+        el = fmax(el, fabs(rl.loss[s + 1] - losses[s]) / fmax(1.0, losses[s]));
+        em = fmax(em, fabs(rl.margin[s + 1] - margins[s]));
+        ck_assert_double_eq(rl.accuracy[s + 1], accs[s]);
+    }
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s.final", NAMES[k]);
+    double ep = fixture_worst_against(x.model, r, prefix, 1, worst, sizeof worst);
+    double ev = fabs(rl.val_loss - val[0]) / fmax(1.0, val[0]);
+    printf("test_dpo %s tiling %d: losses %.2e (relative above 1), margins %.2e, parameters "
+           "rel %.2e (%s), held-out loss %.2e\n", NAMES[k], tiling, el, em, ep, worst, ev);
+    EXPECT_TOL(el, FREE_LOSS_TOL, "%s tiling %d: step losses", NAMES[k], tiling);
+    EXPECT_TOL(em, MARGIN_TOL, "%s tiling %d: margins", NAMES[k], tiling);
+    EXPECT_TOL(ep, FREE_PARAM_TOL, "%s tiling %d: parameter %s", NAMES[k], tiling, worst);
+    EXPECT_TOL(ev, FREE_LOSS_TOL, "%s tiling %d: held-out loss", NAMES[k], tiling);
+    ck_assert_double_eq(rl.val_accuracy, val_acc[0]);
+    ck_assert_double_eq_tol(rl.val_margin, val_margin[0], MARGIN_TOL);
+    close_run(&x);
+    free(losses), free(accs), free(margins), free(val), free(val_acc), free(val_margin);
+    nnt_st_close(r);
+}
+END_TEST
+
 /* TRL's other loss types, IPO (the log ratios averaged over each sequence's counted targets)
  * and hinge: 3 steps' losses and the parameters after them. _i: 0 IPO, 1 hinge. */
 START_TEST(test_loss_kinds)
@@ -213,8 +278,11 @@ END_TEST
 /* A checkpoint after step 2 resumed by a new trainer (its model loaded anew): step 3 against
  * the recorded reference, bit for bit the uninterrupted run's (the reference recomputed from
  * the trained weights would give another loss) */
+/* _i 1: ORPO, whose checkpoint records no reference; its model after the run validated
+ * alone (steps 0, no training data: no reference needed) gives the run's held-out loss */
 START_TEST(test_resume)
 {
+    loss_kind = _i ? NNT_DPO_ORPO : NNT_DPO_SIGMOID;
     test_make_tmpdir("dpo");
     char ckpt[4200];
     snprintf(ckpt, sizeof ckpt, "%s", test_tmp_path("ckpt.safetensors"));
@@ -236,6 +304,19 @@ START_TEST(test_resume)
     ck_assert_double_eq(second.loss[3], whole.loss[3]);
     ck_assert_double_eq(second.margin[3], whole.margin[3]);
     ck_assert_double_eq(second.val_loss, whole.val_loss);
+    if (_i) {
+        nnt_trainer_destroy(x.tr);
+        nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+        to.batch = B, to.seq = T, to.steps = 0, to.dpo_beta = 0.3, to.dpo_loss = loss_kind;
+        to.val_data = x.data, to.val_start = TRAIN_ROWS * T;
+        to.val_len = (ROWS - TRAIN_ROWS) * T, to.val_batches = 1;
+        EXPECT_OK(nnt_trainer_create(x.model, x.opt, NULL, &to, &x.tr));
+        double alone = 0;
+        EXPECT_OK(nnt_trainer_validate(x.tr, &alone));
+        printf("test_dpo orpo validated alone: %.17g\n", alone);
+        ck_assert_double_eq(alone, whole.val_loss);
+    }
+    loss_kind = NNT_DPO_SIGMOID;
     close_run(&x);
     test_remove_tmpdir();
 }
@@ -485,9 +566,14 @@ START_TEST(test_errors)
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
     to.dpo_beta = NAN;
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
-    to.dpo_beta = 0.1, to.dpo_loss = 3;
+    to.dpo_beta = 0.1, to.dpo_loss = NNT_DPO_ORPO + 1;
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
-    to.dpo_loss = NNT_DPO_SIGMOID;
+    to.dpo_loss = NNT_DPO_SIMPO, to.simpo_gamma = -0.5;
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    ck_assert(strstr(nnt_ctx_last_error(ctx), "simpo_gamma") != NULL);
+    to.simpo_gamma = 0.5, to.cpo_alpha = NAN;
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    to.cpo_alpha = 1.0, to.dpo_loss = NNT_DPO_SIGMOID;
     to.dpo_beta = 0.1, to.steps = 0;   /* validation only: the reference needs the pairs */
     EXPECT_RC(nnt_trainer_create(l, opt, NULL, &to, &tr), NNT_E_INVAL);
     ck_assert(strstr(nnt_ctx_last_error(ctx), "training pairs") != NULL);
@@ -511,6 +597,30 @@ START_TEST(test_errors)
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
     ck_assert(strstr(nnt_ctx_last_error(ctx), "nnt-tokenize --preference") != NULL);
     nnt_data_close(d);
+    /* SimPO and ORPO average a row's log-likelihood over its counted targets: a pair whose
+     * chosen row has none is refused when read (TRL divides 0 by 0) */
+    const char *empty = test_tmp_path("empty.bin");
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1, wo.block = T;
+    uint8_t counts[2 * T] = {0};
+    for (int t = T + 3; t < T + 6; t++)   /* the rejected row: 3 counted tokens */
+        counts[t] = 1;
+    EXPECT_OK(nnt_token_writer_open(NULL, empty, &wo, &w));
+    EXPECT_OK(nnt_token_writer_write_masked(w, ids, counts, 2 * T));
+    EXPECT_OK(nnt_token_writer_close(w));
+    EXPECT_OK(nnt_data_open(empty, NNT_DATA_AUTO, NULL, 64, &d));
+    for (int k = 0; k < 2; k++) {
+        to.dpo_loss = k ? NNT_DPO_ORPO : NNT_DPO_SIMPO;
+        EXPECT_OK(nnt_trainer_create(l, opt, d, &to, &tr));
+        EXPECT_RC(nnt_trainer_step(tr), NNT_E_FORMAT);
+        ck_assert(strstr(nnt_ctx_last_error(ctx), "pair 0's chosen row has no counted") != NULL);
+        nnt_trainer_destroy(tr);
+    }
+    to.dpo_loss = NNT_DPO_CPO;   /* (sums: a row of none counts 0) */
+    EXPECT_OK(nnt_trainer_create(l, opt, d, &to, &tr));
+    EXPECT_OK(nnt_trainer_step(tr));
+    nnt_trainer_destroy(tr);
+    nnt_data_close(d);
     test_remove_tmpdir();
     nnt_optim_destroy(opt);
     nnt_layer_destroy(l);
@@ -526,7 +636,8 @@ static Suite *dpo_suite(void)
     tcase_add_loop_test(tc, test_reference, 0, 3);
     tcase_add_test(tc, test_accum);
     tcase_add_loop_test(tc, test_loss_kinds, 0, 2);
-    tcase_add_test(tc, test_resume);
+    tcase_add_loop_test(tc, test_resume, 0, 2);
+    tcase_add_loop_test(tc, test_free_losses, 0, 6);
     tcase_add_test(tc, test_weights);
     tcase_add_loop_test(tc, test_encode_preference, 0, 2);
     tcase_add_test(tc, test_extract_prompt);

@@ -23,6 +23,18 @@
  * trainer's checkpoints ("dpo_reference": each double's bits in hex), so that a resumed run
  * continues against the same reference.
  *
+ * The reference-free losses (NNT_DPO_CPO, _SIMPO, _ORPO: TRL's CPOTrainer and ORPOTrainer)
+ * read the same pairs without a reference pass: from the rows' log-likelihoods pi (sums over
+ * the counted targets, n of them) or their means a = pi / n, a pair's term as nnt.h writes it,
+ * plus a negative log-likelihood term of the micro-batch's chosen rows: the mean of -log p
+ * over their counted targets times cpo_alpha (CPO, SimPO), or over every target up to each
+ * chosen row's last counted one (ORPO: the prompt's tokens too, as ORPOTrainer's labels are
+ * its input ids where the attention mask is 1), weight 1. The micro-batch's loss is the mean
+ * of the pair terms plus that term; d loss / d loss_t of a target is the pair term's
+ * derivative on its row (a counted target) plus, on a chosen row's nll targets, the term's
+ * weight over their number in the micro-batch. A step's and a validation's loss: the mean
+ * over their micro-batches (each of B / 2 pairs), as TRL averages its batches.
+ *
  * A reward model (a model of num_labels 1: a score a token, nnt_layer_pairwise_create's loss)
  * reads the same pairs, as TRL's RewardTrainer trains it: each row's score at its pooled
  * position (nnt_model_pool_targets with the model's pad id), the loss the model's own (the
@@ -41,6 +53,9 @@ struct nnt_dpo {
     double *ref;                   /* (2 npairs + 2 val_pairs) reference log-likelihoods:
                                       training pairs' rows, then held-out pairs' rows         */
     int ref_ready;
+    int ref_free;                  /* a reference-free loss (NNT_DPO_CPO, _SIMPO, _ORPO)      */
+    int averaged;                  /* its pair term reads the means a = pi / n (SimPO, ORPO)  */
+    double nll_weight;             /* the chosen rows' nll term's weight (0: none)            */
     float *losses, *weights;       /* (B T) a micro-batch's target losses and weights       */
     int32_t *inputs, *targets;     /* (B T)                                                 */
     int32_t *row;                  /* (T) one row's ids                                     */
@@ -49,6 +64,9 @@ struct nnt_dpo {
     uint64_t *pairs;               /* (B / 2) a micro-batch's pairs                         */
     double *logp;                  /* (B) its rows' log-likelihoods                         */
     int64_t *counted;              /* (B) its rows' counted targets                          */
+    uint8_t *counts;               /* (B T) 1 where a target is counted (the mask's next token) */
+    double *nll;                   /* (B) a row's nll term's sum of losses (free losses)      */
+    int64_t *nll_n;                /* (B) and its targets                                     */
     const double **pair_ref;       /* (B / 2) its pairs' reference rows                     */
     int reward;                    /* a reward model's pairs (no reference)                   */
     int64_t pad;                   /* its pad id (nnt_model_pool_targets; -1: none)          */
@@ -63,8 +81,39 @@ typedef struct dpo_sums {
 
 const char *nnt_dpo_loss_name(int loss)
 {
-    static const char *const NAMES[3] = {"sigmoid", "ipo", "hinge"};   /* = nnt_dpo_loss */
-    return loss >= 0 && loss < 3 ? NAMES[loss] : "?";
+    static const char *const NAMES[6] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo"};
+    return loss >= 0 && loss < 6 ? NAMES[loss] : "?";   /* = nnt_dpo_loss */
+}
+
+int nnt_dpo_loss_free(int loss)
+{
+    return loss == NNT_DPO_CPO || loss == NNT_DPO_SIMPO || loss == NNT_DPO_ORPO;
+}
+
+const char *nnt_dpo_kind(const nnt_trainer *tr)
+{
+    static const char *const KINDS[6] = {"DPO", "DPO", "DPO", "CPO", "SimPO", "ORPO"};
+    int loss = tr->o.dpo_loss;
+    return tr->dpo && tr->dpo->reward ? "reward model" : loss >= 0 && loss < 6 ? KINDS[loss]
+                                                                                : "?";
+}
+
+int nnt_dpo_describe(const nnt_trainer_options *o, char *buf, size_t cap)
+{
+    switch (o->dpo_loss) {
+    case NNT_DPO_CPO:
+        return snprintf(buf, cap, "CPO, beta %g (TRL's CPOTrainer, loss_type sigmoid, "
+                        "cpo_alpha %g)", o->dpo_beta, o->cpo_alpha);
+    case NNT_DPO_SIMPO:
+        return snprintf(buf, cap, "SimPO, beta %g (TRL's CPOTrainer, loss_type simpo, "
+                        "simpo_gamma %g, cpo_alpha %g)", o->dpo_beta, o->simpo_gamma,
+                        o->cpo_alpha);
+    case NNT_DPO_ORPO:
+        return snprintf(buf, cap, "ORPO, beta (lambda) %g (TRL's ORPOTrainer)", o->dpo_beta);
+    default:
+        return snprintf(buf, cap, "DPO, beta %g (TRL's loss_type %s)", o->dpo_beta,
+                        nnt_dpo_loss_name(o->dpo_loss));
+    }
 }
 
 void nnt_dpo_free(nnt_trainer *tr)
@@ -74,7 +123,7 @@ void nnt_dpo_free(nnt_trainer *tr)
         return;
     free(d->ref), free(d->losses), free(d->weights), free(d->inputs), free(d->targets);
     free(d->row), free(d->mask), free(d->pairs), free(d->logp), free((void *)d->pair_ref);
-    free(d->counted), free(d->scores);
+    free(d->counted), free(d->scores), free(d->counts), free(d->nll), free(d->nll_n);
     free(d);
     tr->dpo = NULL;
 }
@@ -114,7 +163,10 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     tr->dpo = d;
     d->per_batch = B / 2;
     d->reward = reward;
-    d->ref_ready = reward;   /* no reference */
+    d->ref_free = !reward && nnt_dpo_loss_free(o->dpo_loss);
+    d->averaged = d->ref_free && o->dpo_loss != NNT_DPO_CPO;
+    d->nll_weight = !d->ref_free ? 0.0 : o->dpo_loss == NNT_DPO_ORPO ? 1.0 : o->cpo_alpha;
+    d->ref_ready = reward || d->ref_free;   /* no reference */
     d->pad = reward ? mc.pad_token_id : -1;   /* (a reward model has one: checked above) */
     nnt_data *sources[2] = {tr->data, nnt_trainer_val_source(tr)};
     const char *what[2] = {"training data", "held-out data"};
@@ -141,7 +193,8 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
         else
             d->val_pairs = rows / 2;
     }
-    size_t bt = (size_t)(B * T), nref = 2 * ((size_t)d->npairs + (size_t)d->val_pairs);
+    size_t bt = (size_t)(B * T);
+    size_t nref = d->ref_free ? 0 : 2 * ((size_t)d->npairs + (size_t)d->val_pairs);
     d->ref = malloc((nref ? nref : 1) * sizeof *d->ref);
     d->losses = malloc(bt * sizeof *d->losses);
     d->weights = malloc(bt * sizeof *d->weights);
@@ -154,15 +207,14 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->pair_ref = malloc((size_t)d->per_batch * sizeof *d->pair_ref);
     d->counted = malloc((size_t)B * sizeof *d->counted);
     d->scores = malloc((size_t)B * sizeof *d->scores);
+    d->counts = malloc(bt);
+    d->nll = malloc((size_t)B * sizeof *d->nll);
+    d->nll_n = malloc((size_t)B * sizeof *d->nll_n);
     if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
-        !d->mask || !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores)
+        !d->mask || !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores ||
+        !d->counts || !d->nll || !d->nll_n)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
     return NNT_OK;
-}
-
-int nnt_dpo_is_reward(const nnt_trainer *tr)
-{
-    return tr->dpo && tr->dpo->reward;
 }
 
 uint64_t nnt_dpo_advance(const nnt_trainer *tr)
@@ -172,7 +224,8 @@ uint64_t nnt_dpo_advance(const nnt_trainer *tr)
 
 /* Row r (of T tokens at first + r T of data) into the micro-batch's row b: its inputs, and its
  * targets (the next token where the mask counts it, else ignored; the row's last input has
- * none: the next row's first token is never a target). */
+ * none: the next row's first token is never a target). ORPO's chosen rows (b even) target
+ * every next token up to the last counted one (its nll' term), counts telling the counted. */
 static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, int64_t b)
 {
     nnt_dpo *d = tr->dpo;
@@ -183,8 +236,15 @@ static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, i
     if (b % 2 && !d->ref_ready)   /* reference pass, a rejected row: the prompt starts both */
         d->unshared += d->row[0] != in[-T];
     memcpy(in, d->row, (size_t)T * sizeof *in);
+    uint8_t *counts = d->counts + b * T;
+    int64_t last = -1;   /* the last counted target */
+    for (int64_t t = 0; t < T; t++) {
+        counts[t] = t + 1 < T && d->mask[t + 1];
+        last = counts[t] ? t : last;
+    }
+    int whole = b % 2 == 0 && d->ref_free && tr->o.dpo_loss == NNT_DPO_ORPO;
     for (int64_t t = 0; t < T; t++)
-        tg[t] = t + 1 < T && d->mask[t + 1] ? d->row[t + 1] : NNT_TRAINER_IGNORE;
+        tg[t] = counts[t] || (whole && t <= last) ? d->row[t + 1] : NNT_TRAINER_IGNORE;
     return NNT_OK;
 }
 
@@ -215,7 +275,8 @@ static int load_pairs(nnt_trainer *tr, nnt_data *data, int64_t first, uint64_t n
     return nnt_tensor_copy_from_host(tr->targets, d->targets, bytes);
 }
 
-/* The forward of the loaded micro-batch; logp[b] the log-likelihood of row b. */
+/* The forward of the loaded micro-batch; logp[b] the log-likelihood of row b (its counted
+ * targets), and the sums of its nll term (d->nll, d->nll_n: every target it has). */
 static int forward_logps(nnt_trainer *tr, double *logp)
 {
     nnt_dpo *d = tr->dpo;
@@ -224,23 +285,67 @@ static int forward_logps(nnt_trainer *tr, double *logp)
     NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
     NNT_TRY(nnt_layer_target_losses(tr->model, d->losses, B * T));
     for (int64_t b = 0; b < B; b++) {
-        double sum = 0;   /* ignored targets hold 0 */
-        d->counted[b] = 0;
+        double sum = 0, all = 0;   /* ignored targets hold 0 */
+        d->counted[b] = 0, d->nll_n[b] = 0;
         for (int64_t t = 0; t < T; t++) {
-            sum += d->losses[b * T + t];
-            d->counted[b] += d->targets[b * T + t] != NNT_TRAINER_IGNORE;
+            float loss = d->losses[b * T + t];
+            int counted = d->counts[b * T + t];
+            sum += counted ? loss : 0.0f;
+            all += loss;
+            d->counted[b] += counted;
+            d->nll_n[b] += d->targets[b * T + t] != NNT_TRAINER_IGNORE;
         }
         logp[b] = -sum;
+        d->nll[b] = all;
+        if (d->averaged && !d->counted[b])   /* (TRL: 0 / 0) */
+            return nnt_fail(tr->ctx, NNT_E_FORMAT, "nnt_trainer: pair %llu's %s row has no "
+                            "counted target: %s averages each sequence's log-likelihood over "
+                            "its counted targets", (unsigned long long)d->pairs[b / 2],
+                            b % 2 ? "rejected" : "chosen", nnt_dpo_kind(tr));
     }
     return NNT_OK;
 }
 
+/* log(1 - e^x) for x < 0, and its derivative -1 / expm1(-x) (x = 0, where it is -inf: a
+ * row the model gives probability 1 in float, taken just below) */
+static double log1mexp(double x, double *dx)
+{
+    x = x < -1e-12 ? x : -1e-12;
+    *dx = -1.0 / expm1(-x);
+    return x < -0.6931471805599453 ? log1p(-exp(x)) : log(-expm1(x));
+}
+
+/* ORPO's pair term -beta log sigmoid(o), o the log odds ratio of the means ac, ar; *dc, *dr
+ * its derivatives by them */
+static double orpo_term(double beta, double ac, double ar, double *dc, double *dr)
+{
+    double gc, gr;
+    double odds = (ac - ar) - (log1mexp(ac, &gc) - log1mexp(ar, &gr));
+    double s = beta / (1.0 + exp(odds));   /* beta sigmoid(-odds) = -d term / d odds */
+    *dc = -s * (1.0 - gc), *dr = -s * (-1.0 + gr);
+    return beta * nnt_softplus(-odds);
+}
+
 /* Pair j's loss (TRL's loss_type) from its rows' log ratios lc, lr (summed over their counted
- * targets, nc and nr of them); *dc, *dr its derivatives by the rows' log-likelihoods. */
+ * targets, nc and nr of them; the reference-free losses: the log-likelihoods); *dc, *dr its
+ * derivatives by the rows' log-likelihoods. */
 static double pair_loss(const nnt_trainer *tr, double lc, double lr, int64_t nc, int64_t nr,
                         double *dc, double *dr)
 {
     double beta = tr->o.dpo_beta, z = beta * (lc - lr);
+    if (tr->o.dpo_loss == NNT_DPO_SIMPO || tr->o.dpo_loss == NNT_DPO_ORPO) {
+        double ac = lc / (double)nc, ar = lr / (double)nr, loss, g;   /* (nc, nr >= 1) */
+        if (tr->o.dpo_loss == NNT_DPO_ORPO) {
+            loss = orpo_term(beta, ac, ar, dc, dr);
+        } else {
+            z = beta * (ac - ar) - tr->o.simpo_gamma;
+            g = -beta / (1.0 + exp(z));
+            loss = nnt_softplus(-z);
+            *dc = g, *dr = -g;
+        }
+        *dc /= (double)nc, *dr /= (double)nr;
+        return loss;
+    }
     if (tr->o.dpo_loss == NNT_DPO_IPO) {   /* per-token averages (TRL: counts at least 1) */
         double ac = nc > 1 ? (double)nc : 1.0, ar = nr > 1 ? (double)nr : 1.0;
         double e = lc / ac - lr / ar - 1.0 / (2.0 * beta);
@@ -258,17 +363,35 @@ static double pair_loss(const nnt_trainer *tr, double lc, double lr, int64_t nc,
     return nnt_softplus(-z);
 }
 
+/* The reference-free losses' nll term of the loaded micro-batch: its weight times the mean
+ * loss of its chosen rows' nll targets; *per_target d term / d loss_t of each of them */
+static double nll_term(const nnt_dpo *d, double *per_target)
+{
+    double sum = 0;
+    int64_t n = 0;
+    for (int64_t j = 0; j < d->per_batch; j++)
+        sum += d->nll[2 * j], n += d->nll_n[2 * j];
+    *per_target = n ? d->nll_weight / (double)n : 0.0;
+    return n ? d->nll_weight * sum / (double)n : 0.0;
+}
+
 /* The pairs' losses and rewards into s; with weights, the targets' weights of d loss / d
- * loss_t for the mean over the micro-batch's pairs. ref: the pairs' reference rows. */
+ * loss_t for the micro-batch's loss (the mean over its pairs, plus the nll term of a
+ * reference-free loss). ref: the pairs' reference rows (NULL: none). */
 static void pair_terms(nnt_trainer *tr, const double *logp, const double *const *ref,
                        dpo_sums *s, float *weights)
 {
     nnt_dpo *d = tr->dpo;
     int64_t T = tr->o.seq;
-    double beta = tr->o.dpo_beta;
+    double beta = tr->o.dpo_beta, per_target = 0.0;
+    if (d->ref_free)   /* (counted once a pair: the sums are divided by the pairs) */
+        s->loss += nll_term(d, &per_target) * (double)d->per_batch;
     for (int64_t j = 0; j < d->per_batch; j++) {
-        double lc = logp[2 * j] - ref[j][0], lr = logp[2 * j + 1] - ref[j][1];
+        double lc = logp[2 * j] - (ref ? ref[j][0] : 0.0);
+        double lr = logp[2 * j + 1] - (ref ? ref[j][1] : 0.0);
         double chosen = beta * lc, rejected = beta * lr;   /* the rewards, as TRL's */
+        if (d->averaged)   /* (SimPO's and ORPO's: of the means) */
+            chosen /= (double)d->counted[2 * j], rejected /= (double)d->counted[2 * j + 1];
         double dpi[2];
         s->loss += pair_loss(tr, lc, lr, d->counted[2 * j], d->counted[2 * j + 1], &dpi[0],
                              &dpi[1]);
@@ -280,9 +403,10 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
         /* pi = -sum of the row's losses: d loss / d loss_t = -d loss / d pi, over the pairs
          * (an ignored target's weight multiplies nothing: its gradient row is 0) */
         for (int side = 0; side < 2; side++) {
-            float w = (float)(-dpi[side] / (double)d->per_batch);
-            for (int64_t t = 0; t < T; t++)
-                weights[(2 * j + side) * T + t] = w;
+            int64_t b = 2 * j + side;
+            double w = -dpi[side] / (double)d->per_batch, nll = side ? 0.0 : per_target;
+            for (int64_t t = 0; t < T; t++)   /* (the nll term: the row's every target) */
+                weights[b * T + t] = (float)((d->counts[b * T + t] ? w : 0.0) + nll);
         }
     }
 }
@@ -361,7 +485,7 @@ static int micro_batch(nnt_trainer *tr, uint64_t pos, int last, dpo_sums *s)
     NNT_TRY(forward_logps(tr, d->logp));
     for (int64_t j = 0; j < d->per_batch; j++)
         d->pair_ref[j] = d->ref + 2 * d->pairs[j];
-    pair_terms(tr, d->logp, d->pair_ref, s, d->weights);
+    pair_terms(tr, d->logp, d->ref_free ? NULL : d->pair_ref, s, d->weights);
     NNT_TRY(nnt_layer_set_target_weights(tr->model, d->weights, tr->o.batch * tr->o.seq));
     if (last && nnt_trainer_updates_in_backward(tr))
         NNT_TRY(nnt_optim_update_in_backward(tr->opt));
@@ -416,7 +540,7 @@ int nnt_dpo_validate(nnt_trainer *tr, nnt_trainer_report *r)
         for (int64_t j = 0; rc == 0 && j < d->per_batch; j++)
             d->pair_ref[j] = val_ref + 2 * d->pairs[j];
         if (rc == 0)
-            pair_terms(tr, d->logp, d->pair_ref, &s, NULL);
+            pair_terms(tr, d->logp, d->ref_free ? NULL : d->pair_ref, &s, NULL);
     }
     tr->ctx->no_dropout = 0;
     NNT_TRY(rc);
@@ -438,15 +562,22 @@ int nnt_dpo_members(const nnt_trainer *tr, char **out)
         return (*out = strdup(buf)) ? NNT_OK
                                     : nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: out of memory");
     }
-    size_t nref = d->ref_ready ? 2 * ((size_t)d->npairs + (size_t)d->val_pairs) : 0;
-    size_t cap = 128 + 16 * nref;
+    size_t nref = d->ref_ready && !d->ref_free ? 2 * ((size_t)d->npairs + (size_t)d->val_pairs) : 0;
+    size_t cap = 256 + 16 * nref;
     char *s = malloc(cap);
     if (!s)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: DPO: out of memory");
     int n = snprintf(s, cap, ", \"dpo_beta\": %.17g, \"dpo_loss\": \"%s\", \"dpo_pairs\": %llu, "
-                     "\"dpo_val_pairs\": %lld, \"dpo_reference\": \"", tr->o.dpo_beta,
+                     "\"dpo_val_pairs\": %lld", tr->o.dpo_beta,
                      nnt_dpo_loss_name(tr->o.dpo_loss), (unsigned long long)d->npairs,
                      (long long)d->val_pairs);
+    if (d->ref_free) {   /* no reference */
+        snprintf(s + n, cap - (size_t)n, ", \"simpo_gamma\": %.17g, \"cpo_alpha\": %.17g",
+                 tr->o.simpo_gamma, tr->o.cpo_alpha);
+        *out = s;
+        return NNT_OK;
+    }
+    n += snprintf(s + n, cap - (size_t)n, ", \"dpo_reference\": \"");
     char *at = s + n;
     for (size_t i = 0; i < nref; i++) {
         uint64_t bits;
@@ -468,7 +599,7 @@ static int hex_value(char c)
 int nnt_dpo_resume(nnt_trainer *tr, const char *fn, const char *path, const char *options)
 {
     nnt_dpo *d = tr->dpo;
-    if (!d || d->reward || !options)
+    if (!d || d->reward || d->ref_free || !options)
         return NNT_OK;
     size_t cap = strlen(options) + 1;
     char *hex = malloc(cap);

@@ -99,14 +99,16 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
         (double)per_step(tr) * (double)o->steps / (double)(tr->ntokens ? tr->ntokens : 1),
         (long long)o->steps, o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new "
                                           "order each epoch" : "");
+    char loss[160];
+    nnt_dpo_describe(o, loss, sizeof loss);
     if (o->dpo_beta > 0)
-        add(t, "loss:      DPO, beta %g (TRL's loss_type %s): %lld pairs of rows (chosen, "
-            "rejected), %lld a micro-batch%s; the reference: the model before its first "
-            "update, a forward of every pair before the first step%s\n", o->dpo_beta,
-            nnt_dpo_loss_name(o->dpo_loss),
-            (long long)(tr->nrows / 2), (long long)(o->batch / 2),
+        add(t, "loss:      %s: %lld pairs of rows (chosen, rejected), %lld a micro-batch%s; "
+            "%s%s\n", loss, (long long)(tr->nrows / 2), (long long)(o->batch / 2),
             o->shuffle ? ", in a new order each epoch" : "",
-            tr->resumed_options ? " (or the resumed checkpoint's)" : "");
+            nnt_dpo_loss_free(o->dpo_loss) ? "no reference model" : "the reference: the "
+            "model before its first update, a forward of every pair before the first step",
+            !nnt_dpo_loss_free(o->dpo_loss) && tr->resumed_options ?
+            " (or the resumed checkpoint's)" : "");
     nnt_model_config mc;
     if (!(o->dpo_beta > 0) && nnt_model_config_of(tr->model, &mc) == 0 && mc.num_labels == 1)
         add(t, "loss:      a reward model's (TRL's RewardTrainer: -log sigmoid(r_chosen - "

@@ -277,7 +277,7 @@ static void add_run(const nnt_trainer *tr, nnt_text *t)
         add(t, "; last loss %.6f", tr->last_loss);
     if (ti.validations && tr->dpo)   /* (a DPO loss has no perplexity) */
         add(t, "%svalidation: %s loss %.6f at step %lld (lowest %.6f at step %lld)",
-            t->n ? "\n" : "", nnt_dpo_is_reward(tr) ? "reward model" : "DPO", ti.last_val_loss,
+            t->n ? "\n" : "", nnt_dpo_kind(tr), ti.last_val_loss,
             (long long)ti.last_val_step,
             ti.lowest_val_loss, (long long)ti.lowest_val_step);
     else if (ti.validations && tr->labels)   /* (nor has a classifier's) */

@@ -78,13 +78,18 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         return nnt_fail(ctx, NNT_E_INVAL, "%s: no training data (NULL is for steps 0)", fn);
     if (!(o->dpo_beta >= 0) || !isfinite(o->dpo_beta))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_beta %g (> 0: DPO; 0: none)", fn, o->dpo_beta);
-    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_HINGE)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (NNT_DPO_SIGMOID, _IPO or _HINGE)",
-                        fn, o->dpo_loss);
+    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_ORPO)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (NNT_DPO_SIGMOID, _IPO, _HINGE, "
+                        "_CPO, _SIMPO or _ORPO)", fn, o->dpo_loss);
+    if (!(o->simpo_gamma >= 0) || !isfinite(o->simpo_gamma) || !(o->cpo_alpha >= 0) ||
+        !isfinite(o->cpo_alpha))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: simpo_gamma %g, cpo_alpha %g (each >= 0)", fn,
+                        o->simpo_gamma, o->cpo_alpha);
     if (!(o->reward_center >= 0) || !isfinite(o->reward_center))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: reward_center %g (>= 0; 0: none)", fn,
                         o->reward_center);
-    if (o->dpo_beta > 0 && !data)   /* (its reference: the training pairs' too) */
+    if (o->dpo_beta > 0 && !data && !nnt_dpo_loss_free(o->dpo_loss))   /* (its reference: the
+                                                                           training pairs' too) */
         return nnt_fail(ctx, NNT_E_INVAL, "%s: DPO (dpo_beta %g) needs the training pairs, "
                         "also to validate", fn, o->dpo_beta);
     if (o->update_in_backward < -1 || o->update_in_backward > 1)

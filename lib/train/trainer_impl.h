@@ -143,10 +143,15 @@ int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum);
 
 /* Direct preference optimization (dpo.c), with o.dpo_beta > 0 (tr->dpo; else NULL). */
 typedef struct nnt_dpo nnt_dpo;
-/* TRL's name of an nnt_dpo_loss ("sigmoid", "ipo", "hinge"). */
+/* TRL's name of an nnt_dpo_loss ("sigmoid", "ipo", "hinge"; "cpo", "simpo", "orpo"). */
 const char *nnt_dpo_loss_name(int loss);
-/* 1 when tr->dpo holds a reward model's pairs (no reference), else 0. */
-int nnt_dpo_is_reward(const nnt_trainer *tr);
+/* 1 for the losses without a reference (NNT_DPO_CPO, _SIMPO, _ORPO), else 0. */
+int nnt_dpo_loss_free(int loss);
+/* What tr->dpo trains, for a line: "DPO", "CPO", "SimPO", "ORPO" or "reward model". */
+const char *nnt_dpo_kind(const nnt_trainer *tr);
+/* The loss and its parameters in words ("SimPO, beta 2 (TRL's CPOTrainer, ...)"), snprintf's
+ * return. */
+int nnt_dpo_describe(const nnt_trainer_options *o, char *buf, size_t cap);
 /* Checks the data and allocates tr->dpo (nothing with dpo_beta 0 and no reward model). */
 int nnt_dpo_prepare(nnt_trainer *tr, const char *fn);
 void nnt_dpo_free(nnt_trainer *tr);
