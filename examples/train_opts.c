@@ -31,7 +31,8 @@ static const char *const distributions[] = {"root", "sharded", "data", NULL};
 static const char *const losses[] = {"answers", "all", "assistant", NULL};
 static const char *const quantizes[] = {"none", "nf4", NULL};
 static const char *const too_long[] = {"cut", "refuse", NULL};
-static const char *const dpo_losses[] = {"sigmoid", "ipo", "hinge", NULL};   /* = nnt_dpo_loss */
+/* = nnt_dpo_loss */
+static const char *const dpo_losses[] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo", NULL};
 
 #define BIG CLI_BIG
 #define CLI_OFF(f) offsetof(train_opts, f)
@@ -169,10 +170,18 @@ static const cli_option table[] = {
              "direct preference optimization (TRL's DPO, sigmoid\nloss) with this beta on "
              "--data FILE.jsonl of\npreference records ({\"prompt\", \"chosen\",\n"
              "\"rejected\"}), or a token file of nnt-tokenize\n--preference; the reference: "
-             "the model before its\nfirst update (TRL uses 0.1; default: off)"),
+             "the model before its\nfirst update (TRL uses 0.1; default: off); with\n"
+             "--dpo-loss cpo, simpo or orpo: their beta"),
     OPT_CHOICE("dpo-loss", loop.dpo_loss, dpo_losses, "sigmoid", RES, "L",
-               "sigmoid|ipo|hinge: TRL's loss_type (default sigmoid:\nDPO; ipo: the log ratios "
-               "averaged over each\nsequence's tokens; hinge: SLiC)"),
+               "sigmoid|ipo|hinge: TRL's DPO loss_type (default\nsigmoid: DPO; ipo: the log "
+               "ratios averaged over\neach sequence's tokens; hinge: SLiC);\ncpo|simpo|orpo: "
+               "without a reference model (TRL's\nCPOTrainer loss_type sigmoid and simpo, "
+               "its\nORPOTrainer, beta its lambda)"),
+    OPT_REAL("simpo-gamma", loop.simpo_gamma, 0, 1e6, "0.5", RES, "X",
+             "--dpo-loss simpo's target margin (TRL's\nsimpo_gamma; default 0.5)"),
+    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",
+             "--dpo-loss cpo and simpo: the weight of the chosen\nsequences' negative "
+             "log-likelihood (TRL's\ncpo_alpha; default 1; 0: SimPO as its paper)"),
     OPT_INT("num-labels", run.num_labels, 0, 1 << 20, "0", 0, "N",
             "make the model a sequence classifier of N labels\n(transformers' "
             "*ForSequenceClassification: a score\nhead; a --load-hf language model gives the "
@@ -452,6 +461,11 @@ static int check_combinations(const train_opts *o)
                                  "or --val-data FILE.jsonl)");
     if (o->loop.dpo_loss != NNT_DPO_SIGMOID && !(o->loop.dpo_beta > 0))
         return train_usage_error("--dpo-loss goes with --dpo-beta");
+    if (train_opts_given(o, "simpo-gamma") && o->loop.dpo_loss != NNT_DPO_SIMPO)
+        return train_usage_error("--simpo-gamma goes with --dpo-loss simpo");
+    if (train_opts_given(o, "cpo-alpha") && o->loop.dpo_loss != NNT_DPO_CPO &&
+        o->loop.dpo_loss != NNT_DPO_SIMPO)
+        return train_usage_error("--cpo-alpha goes with --dpo-loss cpo or simpo");
     if (o->loop.dpo_beta > 0 && o->jsonl_pack)
         return train_usage_error("--dpo-beta reads each sequence of a pair in a row of its own: "
                                  "not with --pack");

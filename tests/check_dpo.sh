@@ -15,6 +15,7 @@ prog="$top_builddir/nnt-train"
 tokenize="$top_builddir/nnt-tokenize"
 [ -x "$prog" ] && [ -x "$tokenize" ] || { echo "FAIL: nnt-train or nnt-tokenize not built"; exit 1; }
 fx="$top_srcdir/tests/fixtures/dpo_tiny"
+tok="$top_srcdir/tests/fixtures/sft/chatml/tokenizer.json"
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -22,11 +23,14 @@ fail=0
 
 # the fixture's losses (float64 in reference.safetensors: read from the file's header offsets)
 want=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/reference.safetensors" \
-    losses val_loss ipo.losses 2>/dev/null) || want=""
+    losses val_loss ipo.losses simpo.losses simpo.val_loss orpo.losses orpo.val_loss \
+    2>/dev/null) || want=""
 if [ -z "$want" ]; then
     echo "SKIP: python3 cannot read the fixture"; exit 77
 fi
 losses=$(echo "$want" | sed -n 1p) val=$(echo "$want" | sed -n 2p) ipo=$(echo "$want" | sed -n 3p)
+simpo=$(echo "$want" | sed -n 4p) simpo_val=$(echo "$want" | sed -n 5p)
+orpo=$(echo "$want" | sed -n 6p) orpo_val=$(echo "$want" | sed -n 7p)
 
 # Measured (AMD EPYC Zen 5, 2 cores, 2026-12-02): |nnt - PyTorch| 5.1e-6 on the steps'
 # losses, 2.3e-6 on the held-out loss (tests/test_dpo.c, the same runs through the library).
@@ -62,8 +66,70 @@ grep -q "loss_type ipo" "$tmp/ipo.err" "$tmp/ipo.out" ||
 grep -q 'validation: DPO loss' "$tmp/run.err" ||
     { echo "FAIL: the summary does not name the DPO loss"; fail=1; }
 
+# the losses without a reference: --dpo-loss simpo (TRL's CPOTrainer, simpo_gamma 0.7,
+# cpo_alpha 0.4) and orpo (ORPOTrainer), beta 0.3: 3 steps and the held-out pairs after them,
+# the losses 3 to 7, within 10x the 6.9e-7 measured relative (tests/test_dpo.c) plus the
+# printed digits; the summary names the loss and says there is no reference; ORPO's model
+# saved after the run (--save-hf) validated alone (--steps 0, no training data) gives the
+# run's held-out loss
+for kind in simpo orpo; do
+    extra=""
+    [ "$kind" = simpo ] && extra="--simpo-gamma 0.7 --cpo-alpha 0.4"
+    # shellcheck disable=SC2086 # the options are words
+    "$prog" --load-hf "$fx/llama" --data "$fx/pairs.bin" --dpo-beta 0.3 --dpo-loss "$kind" \
+        $extra --batch 4 --seq 16 --steps 3 --val-split 0.25 --val-every 3 --optim adamw \
+        --lr 0.01 --beta1 0.9 --beta2 0.999 --eps 1e-08 --weight-decay 0.1 --grad-clip 0 \
+        --warmup 0 --schedule constant --tile-seq 7 --print-loss --sample 0 --no-save \
+        --save-hf "$tmp/$kind-hf" --out "$tmp/$kind" > "$tmp/$kind.out" 2> "$tmp/$kind.err" || {
+        echo "FAIL: nnt-train --dpo-loss $kind: exit status $?"; tail -n 5 "$tmp/$kind.err"; fail=1; }
+    got=$(sed -n 's/^step [0-9]* loss //p' "$tmp/$kind.out" | tr '\n' ' ')
+    gotval=$(sed -n 's/^val 3 loss //p' "$tmp/$kind.out")
+    if [ "$kind" = simpo ]; then want_l=$simpo want_v=$simpo_val; else want_l=$orpo want_v=$orpo_val; fi
+    echo "# $kind: nnt $got / held out $gotval; PyTorch $want_l / $want_v"
+    within 5e-5 "$got $gotval" "$want_l $want_v" ||
+        { echo "FAIL: nnt-train --dpo-loss $kind: losses differ from PyTorch's"; fail=1; }
+    grep -q "no reference model" "$tmp/$kind.out" "$tmp/$kind.err" ||
+        { echo "FAIL: --dpo-loss $kind: the summary does not say there is no reference"; fail=1; }
+    grep -q "DPO: the reference log-likelihoods" "$tmp/$kind.err" "$tmp/$kind.out" &&
+        { echo "FAIL: --dpo-loss $kind ran a reference pass"; fail=1; }
+done
+grep -q "^loss:      SimPO, beta 0.3 (TRL's CPOTrainer, loss_type simpo, simpo_gamma 0.7, cpo_alpha 0.4)" \
+    "$tmp/simpo.out" "$tmp/simpo.err" || { echo "FAIL: the summary does not describe SimPO"; grep -h "^loss" "$tmp/simpo.out" "$tmp/simpo.err"; fail=1; }
+grep -q 'validation: ORPO loss' "$tmp/orpo.err" ||
+    { echo "FAIL: the summary does not name the ORPO loss"; fail=1; }
+# --dpo-loss cpo on preference records: TRL's default cpo_alpha 1, the records read as pairs
+"$prog" --tokenizer-json "$tok" --data "$fx/preference.jsonl" --dpo-beta 0.2 --dpo-loss cpo \
+    --batch 2 --seq 96 --steps 1 --layers 1 --channels 32 --heads 2 --sample 0 --no-save \
+    --val-split 0 --out "$tmp/cpo" > "$tmp/cpo.out" 2> "$tmp/cpo.err" || {
+    echo "FAIL: nnt-train --dpo-loss cpo: exit status $?"; tail -n 5 "$tmp/cpo.err"; fail=1; }
+grep -q "^loss:      CPO, beta 0.2 (TRL's CPOTrainer, loss_type sigmoid, cpo_alpha 1): 7 pairs" \
+    "$tmp/cpo.out" || { echo "FAIL: --dpo-loss cpo's summary"; grep '^loss' "$tmp/cpo.out"; fail=1; }
+# the held-out pairs (the last 2 of 8: rows 12-15) of pairs.bin by themselves
+python3 - "$fx/pairs.bin" "$tmp/held.bin" <<'PY' || fail=1
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+head = list(struct.unpack("<256i", raw[:1024]))
+n, t = head[2], head[4]
+ids = raw[1024:1024 + 2 * n]
+mask = raw[1024 + 2 * n:]
+bits = [(mask[i // 8] >> (i % 8)) & 1 for i in range(n)]
+keep = range(12 * t, 16 * t)
+head[2] = len(keep)
+out = bytearray((len(keep) + 7) // 8)
+for j, i in enumerate(keep):
+    out[j // 8] |= bits[i] << (j % 8)
+open(sys.argv[2], "wb").write(struct.pack("<256i", *head) + ids[2 * keep[0]:2 * (keep[-1] + 1)] + bytes(out))
+PY
+"$prog" --load-hf "$tmp/orpo-hf" --val-data "$tmp/held.bin" --dpo-beta 0.3 --dpo-loss orpo \
+    --batch 4 --seq 16 --steps 0 --tile-seq 7 --print-loss --sample 0 --no-save \
+    --out "$tmp/orpo-val" > "$tmp/orpo-val.out" 2> "$tmp/orpo-val.err" || {
+    echo "FAIL: nnt-train --dpo-loss orpo --steps 0: exit status $?"; tail -n 5 "$tmp/orpo-val.err"; fail=1; }
+alone=$(sed -n 's/^val 0 loss //p' "$tmp/orpo-val.out")
+echo "# orpo validated alone: $alone (the run's $(sed -n 's/^val 3 loss //p' "$tmp/orpo.out"))"
+[ -n "$alone" ] && [ "$alone" = "$(sed -n 's/^val 3 loss //p' "$tmp/orpo.out")" ] ||
+    { echo "FAIL: ORPO's saved model validated alone: not the run's held-out loss"; fail=1; }
+
 # records: nnt-tokenize --preference and nnt-train's own tokenization of FILE.jsonl agree
-tok="$top_srcdir/tests/fixtures/sft/chatml/tokenizer.json"
 "$tokenize" --preference --tokenizer-json "$tok" --seq 96 --out "$tmp/pairs.bin" \
     "$fx/preference.jsonl" 2> "$tmp/tok.err" || {
     echo "FAIL: nnt-tokenize --preference: exit status $?"; cat "$tmp/tok.err"; fail=1; }
@@ -99,7 +165,15 @@ grep -q 'pairs have a chosen and a rejected sequence that start with different t
 grep -q 'start with different tokens' "$tmp/jsonl.out" "$tmp/jsonl.err" "$tmp/run.err" &&
     { echo "FAIL: a warning on real pairs"; fail=1; }
 
-# usage errors: an odd batch, --pack, --preference with --pack, --dpo-loss without --dpo-beta
+# usage errors: an odd batch, --pack, --preference with --pack, --dpo-loss without --dpo-beta,
+# --simpo-gamma without simpo, --cpo-alpha with orpo
+for args in "--dpo-beta 0.2 --simpo-gamma 0.3" "--dpo-beta 0.2 --dpo-loss orpo --cpo-alpha 0.5"; do
+    # shellcheck disable=SC2086 # the options are words
+    "$prog" --tokenizer-json "$tok" --data "$fx/preference.jsonl" --seq 96 --steps 1 $args \
+        --no-save --out "$tmp/bad" > /dev/null 2> "$tmp/bad.err"
+    st=$?
+    [ "$st" -eq 2 ] || { echo "FAIL: nnt-train $args: status $st, not 2"; fail=1; }
+done
 "$prog" --tokenizer-json "$tok" --data "$fx/preference.jsonl" --dpo-loss ipo --seq 96 \
     --steps 1 --no-save --out "$tmp/bad" > /dev/null 2>&1
 st=$?

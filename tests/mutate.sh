@@ -386,10 +386,10 @@ generate_n_ended_go_on|lib/models/generate.c|s@        if (i > 0 \&\& is_eos(s, 
 sampler_first_k_unsorted|lib/models/sample.c|s@    qsort(c, (size_t)k, sizeof \*c, cand_cmp);@    (void)c;@|sampling top_k: the k best left in heap order
 sampler_first_k_heap_inverted|lib/models/sample.c|s@        if (cand_after(\&c\[0\], \&c\[v\])) {@        if (cand_after(\&c[v], \&c[0])) {@|sampling top_k: the heap keeps the worse candidate
 generate_samples_first_only|examples/nnt_generate.c|s@    for (size_t r = 0; r < nseq \&\& status == 0; r++) {@    for (size_t r = 0; r < 1 \&\& status == 0; r++) {@|nnt-generate --num-samples: only the first sample printed
-dpo_rejected_sign|lib/train/dpo.c|s@            float w = (float)(-dpi\[side\] / (double)d->per_batch);@            float w = (float)(-dpi[0] / (double)d->per_batch);@|DPO: the rejected sequence pulled up like the chosen one
+dpo_rejected_sign|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch,@            double w = -dpi[0] / (double)d->per_batch,@|DPO: the rejected sequence pulled up like the chosen one
 dpo_softplus_sign|lib/train/dpo.c|s@    return nnt_softplus(-z);@    return nnt_softplus(z);@|DPO: the loss of z instead of -z
-dpo_pairs_divisor|lib/train/dpo.c|s@            float w = (float)(-dpi\[side\] / (double)d->per_batch);@            float w = (float)(-dpi[side]);@|DPO: the gradient summed over a micro-batch pairs, not their mean
-dpo_target_mask_offset|lib/train/dpo.c|s@        tg\[t\] = t + 1 < T \&\& d->mask\[t + 1\] ? d->row\[t + 1\] : NNT_TRAINER_IGNORE;@        tg[t] = t + 1 < T \&\& d->mask[t] ? d->row[t + 1] : NNT_TRAINER_IGNORE;@|DPO: the targets counted by the mask of their input, one off
+dpo_pairs_divisor|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch,@            double w = -dpi[side],@|DPO: the gradient summed over a micro-batch pairs, not their mean
+dpo_target_mask_offset|lib/train/dpo.c|s@        counts\[t\] = t + 1 < T \&\& d->mask\[t + 1\];@        counts[t] = t + 1 < T \&\& d->mask[t];@|DPO: the targets counted by the mask of their input, one off
 dpo_tie_correct|lib/train/dpo.c|s@        s->correct += chosen > rejected;@        s->correct += chosen >= rejected;@|DPO: a tie counted as a correct pair
 dpo_val_ref_offset|lib/train/dpo.c|s@    const double \*val_ref = d->ref + 2 \* d->npairs;@    const double *val_ref = d->ref;@|DPO: held-out pairs against the training pairs references
 dpo_resume_recompute|lib/train/dpo.c|s@    d->ref_ready = 1;   /\* the recorded reference, not recomputed \*/@    d->ref_ready = 0;@|DPO: a resumed run recomputes the reference from its trained weights
@@ -398,6 +398,18 @@ pref_space_backoff|lib/data/sft.c|s@        if (c->type == JV_STR \&\& i > 0 \&\
 dpo_unshared_unsaid|lib/train/dpo.c|s@    if (tr->rank == 0 \&\& d->unshared > pairs / 2)@    if (tr->rank == 0 \&\& d->unshared > pairs)@|DPO: rows of one example each (not pairs) trained without a warning
 dpo_ipo_unaveraged|lib/train/dpo.c|s@        \*dc = 2.0 \* e / ac, \*dr = -2.0 \* e / ar;@        *dc = 2.0 * e, *dr = -2.0 * e;@|DPO, IPO: the gradient of the log ratios not divided by the sequences lengths
 dpo_hinge_sign|lib/train/dpo.c|s@        double g = 1.0 - z > 0 ? -beta : 0.0;@        double g = 1.0 - z > 0 ? beta : 0.0;@|DPO, hinge: the gradient sign flipped
+orpo_nll_answers_only|lib/train/dpo.c|s@    int whole = b % 2 == 0 \&\& d->ref_free \&\& tr->o.dpo_loss == NNT_DPO_ORPO;@    int whole = 0;@|ORPO: the nll term over the chosen answers only, not their prompts
+orpo_nll_rejected_too|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch, nll = side ? 0.0 : per_target;@            double w = -dpi[side] / (double)d->per_batch, nll = per_target;@|CPO, SimPO, ORPO: the nll term gradient on the rejected rows too
+simpo_gamma_lost|lib/train/dpo.c|s@            z = beta \* (ac - ar) - tr->o.simpo_gamma;@            z = beta * (ac - ar);@|SimPO: the target margin gamma not subtracted
+free_means_gradient|lib/train/dpo.c|s@        \*dc /= (double)nc, \*dr /= (double)nr;@        *dc /= (double)nc, *dr /= (double)nc;@|SimPO, ORPO: the rejected mean gradient divided by the chosen length
+free_rewards_sums|lib/train/dpo.c|s@            chosen /= (double)d->counted\[2 \* j\], rejected /= (double)d->counted\[2 \* j + 1\];@            chosen /= 1.0, rejected /= 1.0;@|SimPO, ORPO: the rewards of the sums, not the means
+orpo_odds_derivative|lib/train/dpo.c|s@    \*dc = -s \* (1.0 - gc), \*dr = -s \* (-1.0 + gr);@    *dc = -s * (1.0 + gc), *dr = -s * (-1.0 + gr);@|ORPO: the log odds derivative by the chosen mean with a sign flipped
+cpo_alpha_ignored|lib/train/dpo.c|s@    d->nll_weight = !d->ref_free ? 0.0 : o->dpo_loss == NNT_DPO_ORPO ? 1.0 : o->cpo_alpha;@    d->nll_weight = !d->ref_free ? 0.0 : 1.0;@|CPO, SimPO: the nll term weight 1 whatever cpo_alpha
+free_nll_count_off|lib/train/dpo.c|s@    \*per_target = n ? d->nll_weight / (double)n : 0.0;@    *per_target = n ? d->nll_weight / (double)(n + 1) : 0.0;@|CPO, SimPO, ORPO: the nll term gradient over one target more
+free_nll_loss_once|lib/train/dpo.c|s@        s->loss += nll_term(d, \&per_target) \* (double)d->per_batch;@        s->loss += nll_term(d, \&per_target);@|CPO, SimPO, ORPO: the reported loss with the nll term divided by the pairs
+free_empty_row_taken|lib/train/dpo.c|s@        if (d->averaged \&\& !d->counted\[b\])@        if (0)@|SimPO, ORPO: a row of no counted target averaged (0 / 0)
+free_alone_refused|lib/train/trainer.c|s@    if (o->dpo_beta > 0 \&\& !data \&\& !nnt_dpo_loss_free(o->dpo_loss))@    if (o->dpo_beta > 0 \&\& !data)@|CPO, SimPO, ORPO: validation alone refused for want of a reference they do not need
+cli_cpo_alpha_default|examples/train_opts.c|s@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "0", RES, "X",@|nnt-train: --cpo-alpha 0 by default, not TRL 1
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
 cls_pool_all_pad|lib/models/transformer.c|s@            for (at = T - 1; at > 0@            for (at = T - 1; at > 1@|classifier: a row of padding pooled at position 1, not 0
 pairwise_sign|lib/layers/leaf.c|s@        sum += nnt_softplus(-(rc_ - rr))@        sum += nnt_softplus(rc_ - rr)@|reward model: the loss of the rejected sequence winning
