@@ -409,6 +409,8 @@ free_nll_count_off|lib/train/dpo.c|s@    \*per_target = n ? d->nll_weight / (dou
 free_nll_loss_once|lib/train/dpo.c|s@        s->loss += nll_term(d, \&per_target) \* (double)d->per_batch;@        s->loss += nll_term(d, \&per_target);@|CPO, SimPO, ORPO: the reported loss with the nll term divided by the pairs
 free_empty_row_taken|lib/train/dpo.c|s@        if (d->averaged \&\& !d->counted\[b\])@        if (0)@|SimPO, ORPO: a row of no counted target averaged (0 / 0)
 free_alone_refused|lib/train/trainer.c|s@    if (o->dpo_beta > 0 \&\& !data \&\& !nnt_dpo_loss_free(o->dpo_loss))@    if (o->dpo_beta > 0 \&\& !data)@|CPO, SimPO, ORPO: validation alone refused for want of a reference they do not need
+nucleus_first_short|lib/models/sample.c|s@^                return j + 1;@                return j;@|top_p: the nucleus found among the first candidates one token short
+nucleus_total_untempered|lib/models/sample.c|s@        total += exp(((double)l\[v\] - max) / sm->temperature);@        total += exp((double)l[v] - max);@|top_p: the weights of all tokens summed without the temperature
 cli_cpo_alpha_default|examples/train_opts.c|s@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "0", RES, "X",@|nnt-train: --cpo-alpha 0 by default, not TRL 1
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
 cls_pool_all_pad|lib/models/transformer.c|s@            for (at = T - 1; at > 0@            for (at = T - 1; at > 1@|classifier: a row of padding pooled at position 1, not 0

@@ -896,6 +896,73 @@ START_TEST(test_sampler_top_k)
 }
 END_TEST
 
+/* top_p over a vocabulary of 40000 (the nucleus found among the first 64, then V / 32,
+ * without sorting every candidate, or by the sort of all when it is larger): the nucleus computed
+ * here by a sort of every candidate (logits on a grid of 1/16: ties), then drawn as the top_k
+ * path draws its n best; the same generator seed: the same 200 tokens, for peaked, medium
+ * and flat logits, temperatures 0.7 and 1.5 and top_p 0.3, 0.9 and 0.97. Every way of
+ * finding the nucleus is taken (nuclei within 64, within V / 32 and larger). */
+START_TEST(test_sampler_top_p)
+{
+    enum { V = 40000, DRAWS = 200 };
+    float *logits = malloc(V * sizeof *logits);
+    ref_cand *sorted = malloc(V * sizeof *sorted);
+    ck_assert(logits && sorted);
+    const double scales[3] = {6.0, 1.5, 0.25}, temps[2] = {0.7, 1.5}, ps[3] = {0.3, 0.9, 0.97};
+    int64_t most = 0, least = V, mid = 0;   /* mid: nuclei past the first 64, within V / 32 */
+    uint64_t x = 12345;
+    for (int si = 0; si < 3; si++)
+        for (int ti = 0; ti < 2; ti++)
+            for (int pi = 0; pi < 3; pi++) {
+                double max = -HUGE_VAL, total = 0.0, acc = 0.0;
+                for (int v = 0; v < V; v++) {   /* a sum of 4 uniforms: near normal */
+                    double u = 0.0;
+                    for (int r = 0; r < 4; r++) {
+                        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                        u += (double)(x >> 11) * 0x1p-53 - 0.5;
+                    }
+                    logits[v] = (float)(round(u * scales[si] * 16.0) / 16.0);
+                    sorted[v].logit = logits[v];
+                    sorted[v].id = v;
+                    max = fmax(max, logits[v]);
+                }
+                qsort(sorted, V, sizeof *sorted, ref_cmp);
+                for (int v = 0; v < V; v++)
+                    total += exp((sorted[v].logit - max) / temps[ti]);
+                int64_t n = 0;
+                while (n < V && acc < ps[pi] * total)
+                    acc += exp((sorted[n++].logit - max) / temps[ti]);
+                ck_assert(n >= 1 && n < V);
+                most = n > most ? n : most;
+                least = n < least ? n : least;
+                mid += n > 64 && n <= V / 32;
+                nnt_sampler a, b;
+                EXPECT_OK(nnt_sampler_init(&a, ctx, "test", V, temps[ti], 0));
+                EXPECT_OK(nnt_sampler_init(&b, ctx, "test", V, temps[ti], n));
+                a.top_p = ps[pi];
+                b.top_p = 1.0;
+                uint64_t ra[4], rb[4];
+                nnt_sampler_seed(ra, 7 + (uint64_t)n);
+                nnt_sampler_seed(rb, 7 + (uint64_t)n);
+                for (int d = 0; d < DRAWS; d++) {
+                    int32_t ta = -1, tb = -2;
+                    EXPECT_OK(nnt_sampler_pick(&a, ctx, "test", logits, ra, &ta));
+                    EXPECT_OK(nnt_sampler_pick(&b, ctx, "test", logits, rb, &tb));
+                    ck_assert_msg(ta == tb, "scale %g temperature %g top_p %g (nucleus %lld): "
+                                  "draw %d: %d, the nucleus's %d", scales[si], temps[ti],
+                                  ps[pi], (long long)n, d, (int)ta, (int)tb);
+                }
+                nnt_sampler_free(&a);
+                nnt_sampler_free(&b);
+            }
+    printf("test_sampler_top_p: nuclei of %lld to %lld tokens of %d, %lld between 64 and "
+           "V / 32\n", (long long)least, (long long)most, V, (long long)mid);
+    ck_assert(least <= 64 && most > V / 32 && mid > 0);
+    free(logits);
+    free(sorted);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     const char *fn = "nnt_model_generate";
@@ -955,6 +1022,7 @@ static Suite *generate_suite(void)
     tcase_add_loop_test(tc, test_greedy_hf, 0, 6 * NMODELS);
     tcase_add_test(tc, test_long_prompt);
     tcase_add_test(tc, test_sampling);
+    tcase_add_test(tc, test_sampler_top_p);
     tcase_add_test(tc, test_gpt2_path);
     tcase_add_test(tc, test_generate_text);
     tcase_add_loop_test(tc, test_training_state, 0, NMODELS);

@@ -174,6 +174,41 @@ static int64_t nucleus_size(const nnt_sampler *sm, int64_t k, double max)
     return k;
 }
 
+/* The candidates of every token (by id) into sm->cand. */
+static void all_candidates(nnt_sampler *sm, const float *l)
+{
+    for (int64_t v = 0; v < sm->V; v++) {
+        sm->cand[v].logit = l[v];
+        sm->cand[v].id = (int32_t)v;
+    }
+}
+
+/* The nucleus of all V tokens without sorting them all: the first k in (logit, id) order
+ * (first_k), k 64 then V / 32, until their weights reach top_p times the weights of all V
+ * (summed by id); 0 when neither holds it (then the caller sorts every candidate), else the
+ * nucleus's size, sm->cand holding it first. The nucleus of a peaked distribution is a few
+ * tokens of a vocabulary of 10^5: this reads the logits a few times instead of sorting them
+ * (bench/sample_top_p.c). */
+static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max)
+{
+    int64_t V = sm->V;
+    double total = 0.0;
+    for (int64_t v = 0; v < V; v++)
+        total += exp(((double)l[v] - max) / sm->temperature);
+    for (int64_t k = 64; k <= V / 32; k = k == 64 && V / 32 > 64 ? V / 32 : V) {
+        all_candidates(sm, l);
+        first_k(sm->cand, V, k);
+        double acc = 0.0;
+        for (int64_t j = 0; j < k; j++) {
+            acc += exp((sm->cand[j].logit - max) / sm->temperature);
+            if (acc >= sm->top_p * total)
+                return j + 1;
+        }
+    }
+    all_candidates(sm, l);
+    return 0;
+}
+
 int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const float *l,
                      uint64_t rng[4], int32_t *token)
 {
@@ -182,10 +217,9 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const 
         if (!isfinite(l[v]))
             return nnt_fail(ctx, NNT_E_STATE, "%s: logit of token %lld is %g (diverged "
                             "weights?)", fn, (long long)v, (double)l[v]);
-        sm->cand[v].logit = l[v];
-        sm->cand[v].id = (int32_t)v;
         best = l[v] > l[best] ? v : best;   /* the lowest id on ties */
     }
+    all_candidates(sm, l);
     if (sm->temperature == 0.0) {
         *token = (int32_t)best;
         return NNT_OK;
@@ -195,7 +229,11 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const 
     if (sm->top_k > 0 && sm->top_k < V) {   /* the k best, in (logit, id) order */
         k = sm->top_k;
         first_k(sm->cand, V, k);
+    } else if (nucleus && (k = nucleus_of_first(sm, l, l[best])) > 0) {
+        *token = draw(sm, rng, k, l[best]);
+        return NNT_OK;
     } else if (nucleus) {   /* all, in (logit, id) order */
+        k = V;
         qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
     }
     if (nucleus)
