@@ -142,6 +142,22 @@ grep -q '"id2label": {"0": "bad", "1": "\\"so-so\\"", "2": "good"}' "$tmp/named_
     > "$tmp/named2.out" 2>&1 &&
     grep -q '"id2label": {"0": "bad", "1": "\\"so-so\\"", "2": "good"}' "$tmp/named_hf2/config.json" ||
     { echo "FAIL: a resumed run lost the label names"; tail -n 3 "$tmp/named2.out"; fail=1; }
+# records naming the labels of the classifier directory they train (its id2label: here
+# "so-so" with its quotes, an escape in JSON) need no --label-names; a name it lacks is
+# refused naming it
+sed 's/"label": 0}$/"label": "bad"}/; s/"label": 1}$/"label": "\\"so-so\\""}/; s/"label": 2}$/"label": "good"}/' \
+    "$fx/text_train.jsonl" > "$tmp/dirnamed.jsonl"
+grep -q '"label": "\\"so-so\\""}' "$tmp/dirnamed.jsonl" || { echo "FAIL: no quoted names made"; fail=1; }
+"$prog" --tokenizer-json "$tokdir/tokenizer.json" --data "$tmp/dirnamed.jsonl" \
+    --load-hf "$tmp/named_hf" --seq 48 --batch 4 --steps 1 --sample 0 --val-split 0 --no-save \
+    --out "$tmp/dirnamed" > "$tmp/dirnamed.out" 2>&1 &&
+    grep -q "dirnamed.jsonl: 12 examples (labels 0: 4, 1: 4, 2: 4)" "$tmp/dirnamed.out" ||
+    { echo "FAIL: records naming the directory's labels"; grep -i 'records\|nnt-train:' "$tmp/dirnamed.out"; fail=1; }
+sed 's/"label": "bad"}$/"label": "awful"}/' "$tmp/dirnamed.jsonl" > "$tmp/dirbad.jsonl"
+"$prog" --tokenizer-json "$tokdir/tokenizer.json" --data "$tmp/dirbad.jsonl" \
+    --load-hf "$tmp/named_hf" --seq 48 --batch 4 --steps 1 --sample 0 --val-split 0 --no-save \
+    --out "$tmp/dirbad" > "$tmp/dirbad.out" 2>&1 && { echo "FAIL: an unknown label name taken"; fail=1; }
+grep -q 'awful' "$tmp/dirbad.out" || { echo "FAIL: the unknown name is not named"; tail -n 3 "$tmp/dirbad.out"; fail=1; }
 "$prog" $records --load-hf "$fx/llama_text" --seq 48 --batch 4 --steps 1 --no-save \
     --out "$tmp/bad" --label-names a,b > "$tmp/bad.out" 2>&1
 st=$?

@@ -411,6 +411,7 @@ free_empty_row_taken|lib/train/dpo.c|s@        if (d->averaged \&\& !d->counted\
 free_alone_refused|lib/train/trainer.c|s@    if (o->dpo_beta > 0 \&\& !data \&\& !nnt_dpo_loss_free(o->dpo_loss))@    if (o->dpo_beta > 0 \&\& !data)@|CPO, SimPO, ORPO: validation alone refused for want of a reference they do not need
 nucleus_first_short|lib/models/sample.c|s@^                return j + 1;@                return j;@|top_p: the nucleus found among the first candidates one token short
 nucleus_total_untempered|lib/models/sample.c|s@        total += exp(((double)l\[v\] - max) / sm->temperature);@        total += exp((double)l[v] - max);@|top_p: the weights of all tokens summed without the temperature
+train_dir_names_unread|examples/nnt_train.c|s@t->cfg.num_labels == labels ? source_label_names(o->load_hf, labels) : NULL;@t->cfg.num_labels == labels ? NULL : NULL;@|nnt-train: records naming the labels of the classifier directory they train refused
 cli_cpo_alpha_default|examples/train_opts.c|s@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "0", RES, "X",@|nnt-train: --cpo-alpha 0 by default, not TRL 1
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
 cls_pool_all_pad|lib/models/transformer.c|s@            for (at = T - 1; at > 0@            for (at = T - 1; at > 1@|classifier: a row of padding pooled at position 1, not 0
