@@ -121,45 +121,59 @@ static void close_run(run *r)
 }
 
 
+/* The run's 3 steps (losses, reward accuracies and margins), its parameters after them and its
+ * held-out pairs against the fixture's keys under prefix ("" or "K." of a loss K); the losses
+ * compared relative above 1 (DPO's below it: absolute). */
+static void expect_run(nnt_st_reader *r, const char *prefix, const char *what, const run *x,
+                       const run_log *rl, double loss_tol, double param_tol)
+{
+    static const char *const KEYS[6] = {"losses", "accuracies", "margins", "val_loss",
+                                        "val_accuracy", "val_margin"};
+    double *v[6];
+    char name[64], worst[256] = "";
+    for (int i = 0; i < 6; i++) {
+        snprintf(name, sizeof name, "%s%s", prefix, KEYS[i]);
+        v[i] = fixture_read_n(r, name, NNT_IO_F64, NULL);
+    }
+    double el = 0, em = 0;
+    for (int s = 0; s < STEPS; s++) {
+        el = fmax(el, fabs(rl->loss[s + 1] - v[0][s]) / fmax(1.0, v[0][s]));
+        em = fmax(em, fabs(rl->margin[s + 1] - v[2][s]));
+        ck_assert_double_eq(rl->accuracy[s + 1], v[1][s]);
+    }
+    snprintf(name, sizeof name, "%sfinal", prefix);
+    double ep = fixture_worst_against(x->model, r, name, 1, worst, sizeof worst);
+    double ev = fabs(rl->val_loss - v[3][0]) / fmax(1.0, v[3][0]);
+    printf("test_dpo %s: losses %.2e (relative above 1), margins %.2e, parameters rel %.2e "
+           "(%s), held-out loss %.2e\n", what, el, em, ep, worst, ev);
+    EXPECT_TOL(el, loss_tol, "%s: step losses", what);
+    EXPECT_TOL(em, MARGIN_TOL, "%s: margins", what);
+    EXPECT_TOL(ep, param_tol, "%s: parameter %s after %d steps", what, worst, STEPS);
+    EXPECT_TOL(ev, loss_tol, "%s: held-out loss", what);
+    ck_assert_double_eq(rl->val_accuracy, v[4][0]);
+    ck_assert_double_eq_tol(rl->val_margin, v[5][0], MARGIN_TOL);
+    for (int i = 0; i < 6; i++)
+        free(v[i]);
+}
+
 /* _i: the tiling */
 START_TEST(test_reference)
 {
     nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
-    double *losses = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
-    double *accs = fixture_read_n(r, "accuracies", NNT_IO_F64, NULL);
-    double *margins = fixture_read_n(r, "margins", NNT_IO_F64, NULL);
-    double *val = fixture_read_n(r, "val_loss", NNT_IO_F64, NULL);
-    double *val_acc = fixture_read_n(r, "val_accuracy", NNT_IO_F64, NULL);
-    double *val_margin = fixture_read_n(r, "val_margin", NNT_IO_F64, NULL);
     run_log rl;
     memset(&rl, 0, sizeof rl);
     run x = open_run(&TILINGS[_i], B, 1, 0, NULL, NULL, &rl);   /* gradients kept */
     EXPECT_OK(nnt_trainer_step(x.tr));
-    char worst[256] = "";
+    char worst[256] = "", what[32];
     double eg = fixture_worst_against(x.model, r, "grad", 0, worst, sizeof worst);
     printf("test_dpo tiling %d: first loss %.9f (log 2 %.9f), worst gradient rel %.2e (%s)\n",
            _i, rl.loss[1], log(2.0), eg, worst);
     ck_assert_double_eq_tol(rl.loss[1], log(2.0), 1e-12);
     EXPECT_TOL(eg, GRAD_TOL, "tiling %d: gradient of %s", _i, worst);
     EXPECT_OK(nnt_trainer_run(x.tr, 0));   /* steps 2, 3 and the validation */
-    double el = 0, em = 0;
-    for (int s = 0; s < STEPS; s++) {
-        el = fmax(el, fabs(rl.loss[s + 1] - losses[s]));
-        em = fmax(em, fabs(rl.margin[s + 1] - margins[s]));
-        ck_assert_double_eq(rl.accuracy[s + 1], accs[s]);
-    }
-    double ep = fixture_worst_against(x.model, r, "final", 1, worst, sizeof worst);
-    double ev = fabs(rl.val_loss - val[0]);
-    printf("test_dpo tiling %d: losses %.2e, margins %.2e, parameters rel %.2e (%s), "
-           "held-out loss %.2e\n", _i, el, em, ep, worst, ev);
-    EXPECT_TOL(el, LOSS_TOL, "tiling %d: step losses", _i);
-    EXPECT_TOL(em, MARGIN_TOL, "tiling %d: margins", _i);
-    EXPECT_TOL(ep, PARAM_TOL, "tiling %d: parameter %s after %d steps", _i, worst, STEPS);
-    EXPECT_TOL(ev, LOSS_TOL, "tiling %d: held-out loss", _i);
-    ck_assert_double_eq(rl.val_accuracy, val_acc[0]);
-    ck_assert_double_eq_tol(rl.val_margin, val_margin[0], MARGIN_TOL);
+    snprintf(what, sizeof what, "tiling %d", _i);
+    expect_run(r, "", what, &x, &rl, LOSS_TOL, PARAM_TOL);
     close_run(&x);
-    free(losses), free(accs), free(margins), free(val), free(val_acc), free(val_margin);
     nnt_st_close(r);
 }
 END_TEST
@@ -200,46 +214,23 @@ START_TEST(test_free_losses)
     static const double GAMMA[3] = {0.5, 0.7, 0.5}, ALPHA[3] = {0.6, 0.4, 1.0};
     int k = _i % 3, tiling = (_i + _i / 3) % 3;
     nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
-    char name[64];
-#define READ_KEY(key) (snprintf(name, sizeof name, "%s." key, NAMES[k]), \
-                       (double *)fixture_read_n(r, name, NNT_IO_F64, NULL))
-    double *losses = READ_KEY("losses"), *accs = READ_KEY("accuracies");
-    double *margins = READ_KEY("margins"), *val = READ_KEY("val_loss");
-    double *val_acc = READ_KEY("val_accuracy"), *val_margin = READ_KEY("val_margin");
-#undef READ_KEY
     run_log rl;
     memset(&rl, 0, sizeof rl);
     loss_kind = KINDS[k], simpo_gamma = GAMMA[k], cpo_alpha = ALPHA[k];
     run x = open_run(&TILINGS[tiling], B, 1, 0, NULL, NULL, &rl);   /* gradients kept */
     loss_kind = NNT_DPO_SIGMOID, simpo_gamma = 0.5, cpo_alpha = 1.0;
     EXPECT_OK(nnt_trainer_step(x.tr));
-    char worst[256] = "";
+    char worst[256] = "", prefix[16], what[32];
     if (KINDS[k] == NNT_DPO_ORPO) {
         double eg = fixture_worst_against(x.model, r, "orpo.grad", 0, worst, sizeof worst);
         printf("test_dpo orpo tiling %d: worst gradient rel %.2e (%s)\n", tiling, eg, worst);
         EXPECT_TOL(eg, GRAD_TOL, "orpo tiling %d: gradient of %s", tiling, worst);
     }
     EXPECT_OK(nnt_trainer_run(x.tr, 0));   /* steps 2, 3 and the validation */
-    double el = 0, em = 0;
-    for (int s = 0; s < STEPS; s++) {
-        el = fmax(el, fabs(rl.loss[s + 1] - losses[s]) / fmax(1.0, losses[s]));
-        em = fmax(em, fabs(rl.margin[s + 1] - margins[s]));
-        ck_assert_double_eq(rl.accuracy[s + 1], accs[s]);
-    }
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "%s.final", NAMES[k]);
-    double ep = fixture_worst_against(x.model, r, prefix, 1, worst, sizeof worst);
-    double ev = fabs(rl.val_loss - val[0]) / fmax(1.0, val[0]);
-    printf("test_dpo %s tiling %d: losses %.2e (relative above 1), margins %.2e, parameters "
-           "rel %.2e (%s), held-out loss %.2e\n", NAMES[k], tiling, el, em, ep, worst, ev);
-    EXPECT_TOL(el, FREE_LOSS_TOL, "%s tiling %d: step losses", NAMES[k], tiling);
-    EXPECT_TOL(em, MARGIN_TOL, "%s tiling %d: margins", NAMES[k], tiling);
-    EXPECT_TOL(ep, FREE_PARAM_TOL, "%s tiling %d: parameter %s", NAMES[k], tiling, worst);
-    EXPECT_TOL(ev, FREE_LOSS_TOL, "%s tiling %d: held-out loss", NAMES[k], tiling);
-    ck_assert_double_eq(rl.val_accuracy, val_acc[0]);
-    ck_assert_double_eq_tol(rl.val_margin, val_margin[0], MARGIN_TOL);
+    snprintf(prefix, sizeof prefix, "%s.", NAMES[k]);
+    snprintf(what, sizeof what, "%s tiling %d", NAMES[k], tiling);
+    expect_run(r, prefix, what, &x, &rl, FREE_LOSS_TOL, FREE_PARAM_TOL);
     close_run(&x);
-    free(losses), free(accs), free(margins), free(val), free(val_acc), free(val_margin);
     nnt_st_close(r);
 }
 END_TEST
