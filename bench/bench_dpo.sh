@@ -6,6 +6,8 @@
 # steps: TRL's precompute_ref_log_probs), and each whole run. The data's order differs (TRL
 # shuffles), so the losses after the first step (log 2 on both sides) differ.
 # Usage (from a build directory): sh ../bench/bench_dpo.sh [ROUNDS] [STEPS] [PRECISION]
+# LOSS=orpo or simpo (default dpo): --dpo-loss orpo / simpo against TRL's ORPOTrainer /
+# CPOTrainer with loss_type "simpo" (no reference on either side).
 # Environment: PYTHON (default /tmp/venv-torch/bin/python: torch, transformers, trl,
 # datasets), SHAPE (default smollm2-135m: its configuration, random weights), PAIRS (pairs a
 # step, default 4), T (default 256), RECORDS (default 64).
@@ -22,6 +24,9 @@ py=${PYTHON:-/tmp/venv-torch/bin/python}
 pairs=${PAIRS:-4}
 T=${T:-256}
 nrec=${RECORDS:-64}
+loss=${LOSS:-dpo}
+lossopt=""
+[ "$loss" = dpo ] || lossopt="--dpo-loss $loss"
 top=$(cd "$(dirname "$0")/.." && pwd)
 export STARPU_SILENT=1
 STARPU_HOME=${STARPU_HOME:-$(mktemp -d)}
@@ -54,9 +59,10 @@ with open(recs, "w") as fh:
 PY
 common="--load-hf $out/model --data $out/prefs.jsonl --dpo-beta 0.1 --batch $((2 * pairs))
     --seq $T --steps $steps --lr 1e-6 --schedule constant --warmup 0 --beta2 0.95
-    --weight-decay 0.1 --grad-clip 1 --val-split 0 --sample 0 --no-save --precision $precision"
+    --weight-decay 0.1 --grad-clip 1 --val-split 0 --sample 0 --no-save --precision $precision
+    $lossopt"
 echo "# nnt-train $(echo $common | sed "s|$out/||g")"
-echo "# $py bench/dpo_trl.py model prefs.jsonl $pairs $T $steps $(nproc) $precision"
+echo "# $py bench/dpo_trl.py model prefs.jsonl $pairs $T $steps $(nproc) $precision $loss"
 for r in $(seq 1 "$rounds"); do
     start=$(date +%s.%N)
     ./nnt-train $common --out "$out/nnt" > "$out/log" 2>&1 || { tail -n 5 "$out/log" >&2; exit 1; }
@@ -68,10 +74,10 @@ for r in $(seq 1 "$rounds"); do
     losses=$(awk '/^step [0-9]+\// { printf "%s ", $4 }' "$out/log")
     echo "round $r nnt: $ms ms/step after the first (first $first ms), the whole run $total s (tokenization, load, reference pass, steps), losses $losses"
     "$py" "$top/bench/dpo_trl.py" "$out/model" "$out/prefs.jsonl" "$pairs" "$T" "$steps" \
-        "$(nproc)" "$precision" > "$out/trl" 2> "$out/trl.err" || { tail -n 5 "$out/trl.err" >&2; exit 1; }
+        "$(nproc)" "$precision" "$loss" > "$out/trl" 2> "$out/trl.err" || { tail -n 5 "$out/trl.err" >&2; exit 1; }
     tms=$(awk '/^step/ { if (n++) { s += $4 } } END { printf "%.0f", s / (n - 1) }' "$out/trl")
     init=$(awk '/^init_s/ { print $2 }' "$out/trl")
     train=$(awk '/^init_s/ { print $4 }' "$out/trl")
     tl=$(awk '/^step/ { printf "%.6f ", $6 }' "$out/trl")
-    echo "round $r TRL: $tms ms/step after the first, DPOTrainer() $init s (tokenization, reference pass) + train() $train s, losses $tl"
+    echo "round $r TRL: $tms ms/step after the first, the trainer's creation $init s (tokenization, the reference pass of DPO) + train() $train s, losses $tl"
 done

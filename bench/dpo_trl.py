@@ -3,11 +3,13 @@
 """The peer of bench_dpo.sh: TRL's DPOTrainer on the same model directory and preference
 records, on the CPU, fp32 (or bf16 autocast), precompute_ref_log_probs=True (the reference
 once, before the steps, as nnt computes it), max_length T (keep_start), AdamW with nnt's
-settings. Prints "init_s S train_s S" (the trainer's creation: tokenization and the
-reference pass; train()) and "step N ms M loss L" lines (each step's wall time, from the
-trainer's callbacks).
+settings; with LOSS orpo or simpo, TRL's ORPOTrainer or CPOTrainer (loss_type "simpo")
+instead (no reference model). Prints "init_s S train_s S" (the trainer's creation:
+tokenization and the reference pass; train()) and "step N ms M loss L" lines (each step's
+wall time, from the trainer's callbacks).
 
-    python bench/dpo_trl.py MODEL_DIR RECORDS.jsonl PAIRS_A_STEP T STEPS THREADS [bf16]
+    python bench/dpo_trl.py MODEL_DIR RECORDS.jsonl PAIRS_A_STEP T STEPS THREADS [fp32|bf16]
+                            [dpo|orpo|simpo]
 """
 import copy
 import sys
@@ -35,21 +37,31 @@ class Clock(TrainerCallback):
 def main():
     model_dir, records, pairs, T, steps, threads = sys.argv[1:7]
     bf16 = len(sys.argv) > 7 and sys.argv[7] == "bf16"
+    loss = sys.argv[8] if len(sys.argv) > 8 else "dpo"
     torch.set_num_threads(int(threads))
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
                                                  attn_implementation="sdpa")
     ds = load_dataset("json", data_files=records, split="train")
-    args = DPOConfig(output_dir=tempfile.mkdtemp(), report_to=[], use_cpu=True, bf16=bf16,
-                     per_device_train_batch_size=int(pairs), max_steps=int(steps),
-                     max_length=int(T), beta=0.1, learning_rate=1e-6, lr_scheduler_type="constant",
-                     warmup_steps=0, adam_beta2=0.95, weight_decay=0.1, max_grad_norm=1.0,
-                     logging_steps=1, save_strategy="no", precompute_ref_log_probs=True,
-                     dataloader_num_workers=0, seed=1)
+    common = dict(output_dir=tempfile.mkdtemp(), report_to=[], use_cpu=True, bf16=bf16,
+                  per_device_train_batch_size=int(pairs), max_steps=int(steps),
+                  max_length=int(T), beta=0.1, learning_rate=1e-6, lr_scheduler_type="constant",
+                  warmup_steps=0, adam_beta2=0.95, weight_decay=0.1, max_grad_norm=1.0,
+                  logging_steps=1, save_strategy="no", dataloader_num_workers=0, seed=1)
     clock = Clock()
     t0 = time.perf_counter()   # tokenizes and precomputes the reference (in __init__)
-    trainer = DPOTrainer(model=model, ref_model=copy.deepcopy(model), args=args,
-                         train_dataset=ds, processing_class=tok, callbacks=[clock])
+    if loss == "dpo":
+        args = DPOConfig(precompute_ref_log_probs=True, **common)
+        trainer = DPOTrainer(model=model, ref_model=copy.deepcopy(model), args=args,
+                             train_dataset=ds, processing_class=tok, callbacks=[clock])
+    elif loss == "orpo":
+        from trl.experimental.orpo import ORPOConfig, ORPOTrainer
+        trainer = ORPOTrainer(model=model, args=ORPOConfig(**common), train_dataset=ds,
+                              processing_class=tok, callbacks=[clock])
+    else:
+        from trl.experimental.cpo import CPOConfig, CPOTrainer
+        trainer = CPOTrainer(model=model, args=CPOConfig(loss_type="simpo", **common),
+                             train_dataset=ds, processing_class=tok, callbacks=[clock])
     t1 = time.perf_counter()
     trainer.train()
     print("init_s %.2f train_s %.2f" % (t1 - t0, time.perf_counter() - t1))

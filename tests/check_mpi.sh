@@ -427,6 +427,21 @@ for dist in sharded data; do
 done
 grep -q '^val 3 loss' "$tmp/d_one.txt" || fail "nnt-train DPO: no validation line"
 echo "nnt-train -np 2 DPO: $(grep -c '^step' "$tmp/d_one.txt") steps and a validation, one process's losses and checkpoint under both distributions"
+# ORPO (no reference; its nll term reads the prompts' targets too): one process's losses and
+# checkpoint with the data distributed
+# shellcheck disable=SC2086
+$TIMEOUT "$train_prog" $dpo --dpo-loss orpo --out "$tmp/o_one" > "$tmp/o_one.txt" \
+    2> "$tmp/o_one.err" || { fail "nnt-train ORPO, one process: exit status $?"; tail -n 3 "$tmp/o_one.err"; }
+# shellcheck disable=SC2086
+$TIMEOUT $MPIRUN "$train_prog" $dpo --dpo-loss orpo --distribute data --out "$tmp/o_data" \
+    > "$tmp/o_data.txt" 2> "$tmp/o_data.err" ||
+    { fail "nnt-train -np 2 ORPO --distribute data: exit status $?"; tail -n 3 "$tmp/o_data.err"; }
+cmp -s "$tmp/o_one.txt" "$tmp/o_data.txt" ||
+    fail "nnt-train -np 2 ORPO --distribute data: other losses than one process"
+cmp -s "$tmp/o_one/checkpoint.safetensors" "$tmp/o_data/checkpoint.safetensors" ||
+    fail "nnt-train -np 2 ORPO --distribute data: the checkpoint differs"
+cmp -s "$tmp/o_one.txt" "$tmp/d_one.txt" && fail "nnt-train ORPO: the losses of DPO"
+echo "nnt-train -np 2 ORPO: one process's losses and checkpoint with the data distributed"
 # mixture of experts: each rank reads the routing (a collective host read) and submits the
 # same experts' tasks, sized by their tokens; nnt-train's moe-tiny (Qwen3-MoE's layout, the
 # load-balancing loss on): one process's losses and checkpoint; Qwen2-MoE (shared experts,
