@@ -185,8 +185,9 @@ static void all_candidates(nnt_sampler *sm, const float *l)
 
 /* The nucleus of all V tokens without sorting them all: the first k in (logit, id) order
  * (first_k), k 64 then V / 32, until their weights reach top_p times the weights of all V
- * (summed by id); 0 when neither holds it (then the caller sorts every candidate), else the
- * nucleus's size, sm->cand holding it first. The nucleus of a peaked distribution is a few
+ * (summed by id); 0 when neither holds it (then the caller sorts every candidate; the second
+ * round is skipped when the 64th weight times V / 32 cannot reach it), else the nucleus's
+ * size, sm->cand holding it first. The nucleus of a peaked distribution is a few
  * tokens of a vocabulary of 10^5: this reads the logits a few times instead of sorting them
  * (bench/sample_top_p.c). */
 static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max)
@@ -198,12 +199,15 @@ static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max)
     for (int64_t k = 64; k <= V / 32; k = k == 64 && V / 32 > 64 ? V / 32 : V) {
         all_candidates(sm, l);
         first_k(sm->cand, V, k);
-        double acc = 0.0;
+        double acc = 0.0, w = 0.0;
         for (int64_t j = 0; j < k; j++) {
-            acc += exp((sm->cand[j].logit - max) / sm->temperature);
+            acc += w = exp((sm->cand[j].logit - max) / sm->temperature);
             if (acc >= sm->top_p * total)
                 return j + 1;
         }
+        /* the next k' - k candidates weigh at most w each: past reach, sort at once */
+        if (k == 64 && acc + (double)(V / 32 - k) * w < sm->top_p * total)
+            break;
     }
     all_candidates(sm, l);
     return 0;
