@@ -38,7 +38,7 @@ static int32_t sort_all(nnt_sampler *sm, const float *l, uint64_t rng[4])
         best = l[v] > l[best] ? v : best;
     all_candidates(sm, l);
     qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
-    int64_t k = nucleus_size(sm, V, l[best]);
+    int64_t k = nucleus_size(sm, V, l[best], -1.0);
     return draw(sm, rng, k, l[best]);
 }
 
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
                 best = l[v] > l[best] ? v : best;
             all_candidates(&b, l);
             qsort(b.cand, (size_t)V, sizeof *b.cand, cand_cmp);
-            int64_t n = nucleus_size(&b, V, l[best]);
+            int64_t n = nucleus_size(&b, V, l[best], -1.0);
             qsort(ta, (size_t)rounds, sizeof *ta, cmp_double);
             qsort(tb, (size_t)rounds, sizeof *tb, cmp_double);
             double ma = ta[rounds / 2], mb = tb[rounds / 2];

@@ -159,13 +159,16 @@ static int32_t draw(nnt_sampler *sm, uint64_t rng[4], int64_t k, double max)
 }
 
 /* The fewest of the first k (sorted) candidates whose weights sum to >= top_p times the
- * weights of all k (at least 1). */
-static int64_t nucleus_size(const nnt_sampler *sm, int64_t k, double max)
+ * weights of all k, sum (< 0: summed here) (at least 1). */
+static int64_t nucleus_size(const nnt_sampler *sm, int64_t k, double max, double sum)
 {
     const nnt_sample_cand *c = sm->cand;
-    double sum = 0.0, acc = 0.0;
-    for (int64_t j = 0; j < k; j++)
-        sum += exp((c[j].logit - max) / sm->temperature);
+    double acc = 0.0;
+    if (sum < 0.0) {
+        sum = 0.0;
+        for (int64_t j = 0; j < k; j++)
+            sum += exp((c[j].logit - max) / sm->temperature);
+    }
     for (int64_t j = 0; j < k; j++) {
         acc += exp((c[j].logit - max) / sm->temperature);
         if (acc >= sm->top_p * sum)
@@ -185,17 +188,18 @@ static void all_candidates(nnt_sampler *sm, const float *l)
 
 /* The nucleus of all V tokens without sorting them all: the first k in (logit, id) order
  * (first_k), k 64 then V / 32, until their weights reach top_p times the weights of all V
- * (summed by id); 0 when neither holds it (then the caller sorts every candidate; the second
- * round is skipped when the 64th weight times V / 32 cannot reach it), else the nucleus's
- * size, sm->cand holding it first. The nucleus of a peaked distribution is a few
+ * (summed by id, into *total); 0 when neither holds it (then the caller sorts every
+ * candidate; the second round is skipped when the 64th weight times V / 32 cannot reach it),
+ * else the nucleus's size, sm->cand holding it first. The nucleus of a peaked distribution is a few
  * tokens of a vocabulary of 10^5: this reads the logits a few times instead of sorting them
  * (bench/sample_top_p.c). */
-static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max)
+static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max, double *all)
 {
     int64_t V = sm->V;
     double total = 0.0;
     for (int64_t v = 0; v < V; v++)
         total += exp(((double)l[v] - max) / sm->temperature);
+    *all = total;
     for (int64_t k = 64; k <= V / 32; k = k == 64 && V / 32 > 64 ? V / 32 : V) {
         all_candidates(sm, l);
         first_k(sm->cand, V, k);
@@ -230,10 +234,11 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const 
     }
     int64_t k = V;
     int nucleus = sm->top_p > 0.0 && sm->top_p < 1.0;
+    double total = -1.0;   /* the candidates' weights (< 0: not summed yet) */
     if (sm->top_k > 0 && sm->top_k < V) {   /* the k best, in (logit, id) order */
         k = sm->top_k;
         first_k(sm->cand, V, k);
-    } else if (nucleus && (k = nucleus_of_first(sm, l, l[best])) > 0) {
+    } else if (nucleus && (k = nucleus_of_first(sm, l, l[best], &total)) > 0) {
         *token = draw(sm, rng, k, l[best]);
         return NNT_OK;
     } else if (nucleus) {   /* all, in (logit, id) order */
@@ -241,7 +246,7 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const 
         qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
     }
     if (nucleus)
-        k = nucleus_size(sm, k, l[best]);
+        k = nucleus_size(sm, k, l[best], total);
     *token = draw(sm, rng, k, l[best]);
     return NNT_OK;
 }
