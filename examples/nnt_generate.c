@@ -25,6 +25,8 @@ typedef struct opts {
     const char *eos;                        /* --eos: auto, none, or ids     */
     const char *system, *tokenizer_config;  /* --chat's system message, configuration */
     const char *messages;                   /* --messages FILE: a conversation (--chat) */
+    const char *classify;                   /* --classify FILE: classification records */
+    int64_t batch;                          /* --batch: --classify's rows a forward   */
     int chat, chat_template;                /* --chat; its template (chat_templates)  */
     int no_think;                           /* --no-think: Qwen3's enable_thinking=False */
     const char *chat_date;                  /* --chat-date: Llama 3.1+'s, gpt-oss's date */
@@ -86,6 +88,11 @@ static const cli_option table[] = {
     OPT_STR("chat-date", chat_date, NULL, 0, "DATE", "with --chat: Llama 3.1/3.2's \"Today "
             "Date\" (\"26 Jul\n2024\"), gpt-oss's \"Current date\" (\"2025-02-03\");\n"
             "default the template's (today for Llama 3.2 and\ngpt-oss)"),
+    OPT_STR("classify", classify, NULL, 0, "FILE", "with a classifier: the texts of FILE's "
+            "records,\nJSON Lines {\"text\": ...} (a \"label\", index or name,\noptional), "
+            "one result a line (JSON) and the\naccuracy over the labelled ones (-: standard "
+            "input)"),
+    OPT_INT("batch", batch, 1, 4096, "8", 0, "N", "--classify's texts a forward (default 8)"),
     OPT_GROUP("Tokenizer (default: the model directory's, or the one the checkpoint was trained "
               "with):"),
     OPT_CHOICE("tokenizer", tokenizer, tokenizers, NULL, 0, "T",
@@ -132,10 +139,11 @@ static const cli_program program = {
     "nnt-generate", table, (int)(sizeof table / sizeof table[0]),
     "Usage: nnt-generate (--load-hf DIR | --load-llmc FILE | --checkpoint FILE|DIR)\n"
     "                    (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS |\n"
-    "                     --messages FILE) [OPTION]...\n"
+    "                     --messages FILE | --classify FILE) [OPTION]...\n"
     "Continue a prompt with a language model (nnt_model_generate: a key/value cache, greedy\n"
     "or sampled decoding) and print the prompt and its continuation as they come; with a\n"
-    "classifier, print each label's probability of the text (a reward model: its score).\n\n",
+    "classifier, print each label's probability of the text (a reward model: its score),\n"
+    "or with --classify those of each record of a file.\n\n",
     "\nExit status: 0 done, 1 error (library, files), 2 bad usage.\nSee nnt-generate(1).\n",
     NULL, NULL};
 
@@ -186,8 +194,11 @@ static int parse_args(int argc, char **argv, opts *o)
         return rc;
     if (!!o->load_hf + !!o->load_llmc + !!o->checkpoint != 1)
         return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");
-    if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file + !!o->messages != 1)
-        return usage("%s", "give one of --prompt, --prompt-file, --prompt-ids and --messages");
+    if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file + !!o->messages + !!o->classify != 1)
+        return usage("%s", "give one of --prompt, --prompt-file, --prompt-ids, --messages and "
+                     "--classify");
+    if (o->chat && o->classify)
+        return usage("%s", "--classify takes texts, not --chat");
     if (o->num_labels && !o->load_hf)
         return usage("%s", "--num-labels reads a Hugging Face language model's directory into a "
                      "classifier: give --load-hf DIR");
@@ -199,6 +210,7 @@ static int parse_args(int argc, char **argv, opts *o)
                      "--system");
     o->chat |= o->messages != NULL;
     if ((o->prompt_file && read_prompt_file(o, "--prompt-file", o->prompt_file)) ||
+        (o->classify && read_prompt_file(o, "--classify", o->classify)) ||
         (o->messages && read_prompt_file(o, "--messages", o->messages)))
         return 2;
     if (o->prompt && !o->prompt_buf)   /* --prompt TEXT (a file's length is counted) */
@@ -430,10 +442,10 @@ static int checkpoint_options(const opts *o, char **trained)
 
 /* --quantize nf4: the model of cfg built empty, its matrices frozen in NF4, then read from
  * source (never held whole in fp32). */
-static int load_nf4(nnt_ctx *ctx, const char *source, const nnt_model_config *cfg, int64_t seq,
-                    nnt_layer **model)
+static int load_nf4(nnt_ctx *ctx, const char *source, const nnt_model_config *cfg, int64_t B,
+                    int64_t seq, nnt_layer **model)
 {
-    int rc = nnt_model_create_empty(ctx, cfg, 1, seq, NULL, model);
+    int rc = nnt_model_create_empty(ctx, cfg, B, seq, NULL, model);
     if (rc == 0)
         rc = nnt_layer_freeze(*model, "*", NNT_FREEZE_NF4, NULL);
     if (rc == 0)
@@ -441,7 +453,7 @@ static int load_nf4(nnt_ctx *ctx, const char *source, const nnt_model_config *cf
     return rc;
 }
 
-/* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for one sequence of
+/* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for B sequences of
  * T tokens, at most its context (of the source's configuration cfg); a checkpoint at its whole
  * context (the window of generation; memory follows the tokens decoded); *seq_out the
  * length it takes. */
@@ -487,21 +499,21 @@ static int relabel(const opts *o, nnt_model_config *cfg)
     return 0;
 }
 
-static int load_model(nnt_ctx *ctx, const opts *o, const nnt_model_config *cfg, int64_t T,
-                      nnt_layer **model, int64_t *seq_out)
+static int load_model(nnt_ctx *ctx, const opts *o, const nnt_model_config *cfg, int64_t B,
+                      int64_t T, nnt_layer **model, int64_t *seq_out)
 {
     const char *source = source_of(o);
     int64_t seq = o->checkpoint || T > cfg->max_seq ? cfg->max_seq : T;
     *seq_out = seq;
     int rc = 0;
     if (o->quantize)
-        rc = load_nf4(ctx, source, cfg, seq, model);
+        rc = load_nf4(ctx, source, cfg, B, seq, model);
     else if (o->num_labels) {   /* the classifier, then the language model's weights read */
-        rc = nnt_model_create(ctx, cfg, 1, seq, NULL, model);
+        rc = nnt_model_create(ctx, cfg, B, seq, NULL, model);
         if (rc == 0)
             rc = nnt_model_read_hf(*model, source);
     } else
-        rc = nnt_model_open(ctx, source, NULL, 1, seq, NULL, 0, model);
+        rc = nnt_model_open(ctx, source, NULL, B, seq, NULL, 0, model);
     if (rc)
         return lib_error(source_option(o), rc);
     if (o->adapter && (rc = nnt_model_load_peft(*model, o->adapter)))
@@ -716,29 +728,39 @@ static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt
     return status;
 }
 
-/* A classifier's text: its ids as tokenizer(text) gives them, with the special tokens the
- * post-processor adds, as nnt-train trains classifiers (nnt_sft_encode_labelled). */
+/* A classifier's text (len bytes) through s: its ids as tokenizer(text) gives them, with the
+ * special tokens the post-processor adds, as nnt-train trains classifiers
+ * (nnt_sft_encode_labelled), into *out (malloc'd). */
+static int encode_text(nnt_sft *s, const char *text, size_t len, int32_t **out, size_t *n)
+{
+    size_t k = 0;
+    char *rec = malloc(6 * len + 32);
+    const int32_t *ids = NULL;
+    int64_t label = 0;
+    int rc = rec ? 0 : NNT_E_NOMEM;
+    if (rc == 0) {
+        k = (size_t)sprintf(rec, "{\"label\": 0, \"text\": \"");
+        json_escaped(rec, &k, text, len);
+        k += (size_t)sprintf(rec + k, "\"}");
+        rc = nnt_sft_encode_labelled(s, rec, k, &ids, n, &label);
+    }
+    if (rc == 0 && !(*out = malloc(*n * sizeof **out)))
+        rc = NNT_E_NOMEM;
+    if (rc == 0)
+        memcpy(*out, ids, *n * sizeof **out);
+    free(rec);
+    return rc;
+}
+
+/* The prompt's text as a classifier's (encode_text). */
 static int text_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt,
                        size_t *nprompt)
 {
-    size_t k = 0;
-    char *rec = malloc(6 * o->prompt_len + 32);
     nnt_sft *s = NULL;
-    const int32_t *ids = NULL;
-    int64_t label = 0;
-    int rc = rec ? nnt_sft_create(tok, NULL, &s) : NNT_E_NOMEM;
-    if (rc == 0) {
-        k = (size_t)sprintf(rec, "{\"label\": 0, \"text\": \"");
-        json_escaped(rec, &k, o->prompt, o->prompt_len);
-        k += (size_t)sprintf(rec + k, "\"}");
-        rc = nnt_sft_encode_labelled(s, rec, k, &ids, nprompt, &label);
-    }
-    if (rc == 0 && !(*prompt = malloc(*nprompt * sizeof **prompt)))
-        rc = NNT_E_NOMEM;
+    int rc = nnt_sft_create(tok, NULL, &s);
     if (rc == 0)
-        memcpy(*prompt, ids, *nprompt * sizeof **prompt);
+        rc = encode_text(s, o->prompt, o->prompt_len, prompt, nprompt);
     nnt_sft_destroy(s);
-    free(rec);
     return rc ? lib_error("the classifier's text (nnt_sft_encode_labelled)", rc) : 0;
 }
 
@@ -776,58 +798,291 @@ static void print_label_name(const nnt_layer *model, int64_t k)
     printf("\n");
 }
 
-/* A classifier on the prompt: its logits at transformers' pooled position (the prompt's last
- * token that is not padding), printed as each label's probability and the likeliest one; a
- * reward model's (one label) score. The forward has no targets: its output is the logits. */
+/* The logits (B, L) at transformers' pooled position (a row's last token that is not
+ * padding) of the B rows of ids (B, T), row b holding n[b] tokens then padding (written
+ * here; no token after a row's own is seen), through model (of B rows of T); its forward
+ * has no targets: its output is the logits. */
+static int pooled_logits(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg,
+                         int64_t B, int64_t T, int32_t *ids, const int64_t *n, float *out)
+{
+    int64_t L = cfg->num_labels, pad = cfg->has_pad_token ? cfg->pad_token_id : -1;
+    nnt_tiling tl;
+    int rc = nnt_model_tiling(ctx, cfg, B, T, NULL, &tl);
+    int64_t *at = calloc((size_t)B, sizeof *at);
+    int32_t *targets = malloc((size_t)T * sizeof *targets), label = 0;
+    float *logits = malloc((size_t)(B * T * L) * sizeof *logits);   // (B, T, L)
+    nnt_tensor *x = NULL, *y = NULL;
+    int64_t shape[2] = {B, T}, tile[2] = {tl.batch > 0 ? tl.batch : B, tl.seq};
+    if (rc == 0 && (!at || !targets || !logits))
+        rc = NNT_E_NOMEM;
+    for (int64_t b = 0; rc == 0 && b < B; b++) {   /* where the row pools, then its padding */
+        rc = nnt_model_pool_targets(ids + b * T, 1, n[b], pad, &label, targets);
+        while (rc == 0 && targets[at[b]] < 0)
+            at[b]++;
+        for (int64_t t = n[b]; t < T; t++)
+            ids[b * T + t] = pad >= 0 ? (int32_t)pad : 0;
+    }
+    if (rc == 0 && (rc = nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x)) == 0 &&
+        (rc = nnt_tensor_copy_from_host(x, ids, (size_t)(B * T) * sizeof *ids)) == 0 &&
+        (rc = nnt_layer_set_targets(model, NULL)) == 0 &&
+        (rc = nnt_layer_forward(model, x, &y)) == 0)
+        rc = nnt_tensor_copy_to_host(y, logits, (size_t)(B * T * L) * sizeof *logits);
+    for (int64_t b = 0; rc == 0 && b < B; b++)
+        memcpy(out + b * L, logits + (b * T + at[b]) * L, (size_t)L * sizeof *out);
+    nnt_tensor_destroy(x);
+    free(at), free(targets), free(logits);
+    return rc;
+}
+
+/* softmax(row) (L) into p; the likeliest label (the first of equals) */
+static int64_t label_probs(const float *row, int64_t L, double *p)
+{
+    double top = row[0], sum = 0.0;
+    int64_t best = 0;
+    for (int64_t k = 1; k < L; k++)
+        best = row[k] > row[best] ? k : best, top = fmax(top, row[k]);
+    for (int64_t k = 0; k < L; k++)
+        sum += p[k] = exp((double)row[k] - top);
+    for (int64_t k = 0; k < L; k++)
+        p[k] /= sum;
+    return best;
+}
+
+/* A classifier on the prompt: each label's probability and the likeliest one; a reward
+ * model's (one label) score. */
 static int classify(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg, int64_t T,
                     const int32_t *prompt, size_t nprompt)
 {
-    int64_t L = cfg->num_labels, n = (int64_t)nprompt, at = 0;
+    int64_t L = cfg->num_labels, n = (int64_t)nprompt;
     if (n > T)
         return usage("the text has %lld tokens, more than the classifier's context (%lld)",
                      (long long)n, (long long)T);
-    nnt_tiling tl;
-    int rc = nnt_model_tiling(ctx, cfg, 1, T, NULL, &tl);
-    int32_t *ids = calloc((size_t)T, sizeof *ids), label = 0;
+    int32_t *ids = calloc((size_t)T, sizeof *ids);
+    float *row = malloc((size_t)L * sizeof *row);
     double *p = malloc((size_t)L * sizeof *p);
-    float *logits = malloc((size_t)(T * L) * sizeof *logits);   // (T, L)
-    nnt_tensor *x = NULL, *y = NULL;
-    int64_t shape[2] = {1, T}, tile[2] = {1, tl.seq};
-    if (rc == 0 && (!ids || !p || !logits))
-        rc = NNT_E_NOMEM;
-    if (rc == 0) {   /* the prompt, then padding (no token after it is seen) */
-        for (int64_t t = n; t < T; t++)
-            ids[t] = cfg->has_pad_token ? (int32_t)cfg->pad_token_id : 0;
-        rc = nnt_model_pool_targets(prompt, 1, n, cfg->has_pad_token ? cfg->pad_token_id : -1,
-                                    &label, ids);   /* (its targets first: where it pools) */
-        while (rc == 0 && ids[at] < 0)
-            at++;
+    int rc = ids && row && p ? 0 : NNT_E_NOMEM;
+    if (rc == 0) {
         memcpy(ids, prompt, nprompt * sizeof *ids);
+        rc = pooled_logits(ctx, model, cfg, 1, T, ids, &n, row);
     }
-    if (rc == 0 && (rc = nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x)) == 0 &&
-        (rc = nnt_tensor_copy_from_host(x, ids, (size_t)T * sizeof *ids)) == 0 &&
-        (rc = nnt_layer_set_targets(model, NULL)) == 0 &&
-        (rc = nnt_layer_forward(model, x, &y)) == 0)
-        rc = nnt_tensor_copy_to_host(y, logits, (size_t)(T * L) * sizeof *logits);
-    const float *row = rc == 0 ? logits + at * L : NULL;   /* the pooled position's */
     if (rc == 0 && L == 1)
         printf("score %.6f\n", row[0]);
     if (rc == 0 && L > 1) {
-        double top = row[0], sum = 0.0;
-        int64_t best = 0;
-        for (int64_t k = 1; k < L; k++)
-            best = row[k] > row[best] ? k : best, top = fmax(top, row[k]);
-        for (int64_t k = 0; k < L; k++)
-            sum += p[k] = exp((double)row[k] - top);
+        int64_t best = label_probs(row, L, p);
         for (int64_t k = 0; k < L; k++) {
-            printf("label %lld  %.6f", (long long)k, p[k] / sum);
+            printf("label %lld  %.6f", (long long)k, p[k]);
             print_label_name(model, k);
         }
         printf("predicted label %lld", (long long)best);
         print_label_name(model, best);
     }
-    nnt_tensor_destroy(x);
-    free(ids), free(p), free(logits);
+    free(ids), free(row), free(p);
+    return rc ? lib_error("the classifier's forward", rc) : 0;
+}
+
+/* --classify's records: each one's line, ids, text (a labelled one's record, for its label)
+ * and label (-1: none) */
+typedef struct records {
+    int64_t n, cap, longest;
+    int64_t *line, *label, *len;
+    int32_t **ids;
+    char **labelled;
+} records;
+
+static void records_free(records *r)
+{
+    for (int64_t i = 0; i < r->n; i++)
+        free(r->ids[i]), free(r->labelled[i]);
+    free(r->line), free(r->label), free(r->len), free(r->ids), free(r->labelled);
+}
+
+/* room for one more record (NNT_E_NOMEM) */
+static int records_grow(records *r)
+{
+    if (r->n < r->cap)
+        return 0;
+    size_t cap = r->cap ? 2 * (size_t)r->cap : 64;
+    void *p[5] = {realloc(r->line, cap * sizeof *r->line), NULL, NULL, NULL, NULL};
+    r->line = p[0] ? p[0] : r->line;
+    if (p[0] && (p[1] = realloc(r->label, cap * sizeof *r->label)))
+        r->label = p[1];
+    if (p[1] && (p[2] = realloc(r->len, cap * sizeof *r->len)))
+        r->len = p[2];
+    if (p[2] && (p[3] = realloc(r->ids, cap * sizeof *r->ids)))
+        r->ids = p[3];
+    if (p[3] && (p[4] = realloc(r->labelled, cap * sizeof *r->labelled)))
+        r->labelled = p[4];
+    if (!p[4])
+        return NNT_E_NOMEM;
+    r->cap = (int64_t)cap;
+    return 0;
+}
+
+/* One record (rec: a NUL-terminated line of JSON, len bytes): {"text": T}, or with a
+ * "label" (kept for label_records); its text's ids as nnt-train encodes them. */
+static int record_of(nnt_sft *s, char *rec, size_t len, int64_t line, records *r)
+{
+    char *text = malloc(len + 1);
+    int has_label = 0, found = 0;
+    int rc = text ? nnt_options_get(rec, "label", text, len + 1, &has_label) : NNT_E_NOMEM;
+    if (rc == 0)
+        rc = nnt_options_get(rec, "text", text, len + 1, &found);
+    if (rc == 0 && !found)
+        rc = NNT_E_FORMAT;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = encode_text(s, text, strlen(text), &ids, &n);
+    free(text);
+    if (rc == 0 && (rc = records_grow(r)) == 0) {
+        r->line[r->n] = line, r->label[r->n] = -1, r->len[r->n] = (int64_t)n;
+        r->ids[r->n] = ids;
+        r->labelled[r->n] = has_label ? strdup(rec) : NULL;
+        r->longest = (int64_t)n > r->longest ? (int64_t)n : r->longest;
+        rc = has_label && !r->labelled[r->n] ? NNT_E_NOMEM : 0;
+        r->n++;
+        return rc ? lib_error("--classify", rc) : 0;
+    }
+    free(ids);
+    if (rc == NNT_E_NOMEM)
+        return lib_error("--classify", rc);
+    fprintf(stderr, "nnt-generate: --classify line %lld: %s: not a classification record "
+            "({\"text\": ...}, with an optional \"label\" of the model's)\n", (long long)line,
+            found ? nnt_ctx_last_error(NULL) : "no \"text\" member");
+    return 2;
+}
+
+/* --classify FILE's records (o->prompt: the file's text; blank lines skipped), their texts
+ * encoded through tok as nnt-train encodes classification records. */
+static int read_records(const opts *o, const nnt_tokenizer *tok, records *r)
+{
+    nnt_sft *s = NULL;
+    int rc = nnt_sft_create(tok, NULL, &s);
+    if (rc)
+        return lib_error("--classify", rc);
+    int status = 0;
+    int64_t line = 0;
+    for (size_t at = 0; at < o->prompt_len && status == 0;) {
+        const char *end = memchr(o->prompt + at, '\n', o->prompt_len - at);
+        size_t len = end ? (size_t)(end - (o->prompt + at)) : o->prompt_len - at;
+        char *rec = malloc(len + 1);
+        line++;
+        if (!rec) {
+            status = lib_error("--classify", NNT_E_NOMEM);
+            break;
+        }
+        memcpy(rec, o->prompt + at, len);
+        rec[len] = '\0';
+        if (strspn(rec, " \t\r") < len)
+            status = record_of(s, rec, len, line, r);
+        free(rec);
+        at += len + 1;
+    }
+    nnt_sft_destroy(s);
+    if (status == 0 && r->n == 0) {
+        fprintf(stderr, "nnt-generate: --classify %s: no record\n", o->classify);
+        status = 2;
+    }
+    return status;
+}
+
+/* The labels of the labelled records, read as nnt-train reads them (an index, or one of the
+ * model's label names). */
+static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64_t L,
+                         records *r)
+{
+    char (*buf)[256] = malloc((size_t)L * sizeof *buf);
+    const char **names = malloc((size_t)L * sizeof *names);
+    nnt_sft *s = NULL;
+    int rc = buf && names ? nnt_sft_create(tok, NULL, &s) : NNT_E_NOMEM;
+    for (int64_t k = 0; rc == 0 && k < L; k++)
+        if ((rc = nnt_model_label_name(model, k, buf[k], sizeof buf[k])) == 0)
+            names[k] = buf[k];
+    if (rc == 0 && L > 1)
+        rc = nnt_sft_set_label_names(s, names, L);
+    int status = rc ? lib_error("--classify", rc) : 0;
+    for (int64_t i = 0; status == 0 && i < r->n; i++) {
+        const int32_t *ids = NULL;
+        size_t n = 0;
+        if (!r->labelled[i])
+            continue;
+        rc = nnt_sft_encode_labelled(s, r->labelled[i], strlen(r->labelled[i]), &ids, &n,
+                                     &r->label[i]);
+        if (rc == 0 && r->label[i] >= L)
+            fprintf(stderr, "nnt-generate: --classify line %lld: label %lld, but the model has "
+                    "%lld labels\n", (long long)r->line[i], (long long)r->label[i],
+                    (long long)L);
+        else if (rc)
+            fprintf(stderr, "nnt-generate: --classify line %lld: %s\n", (long long)r->line[i],
+                    nnt_ctx_last_error(NULL));
+        status = rc || r->label[i] >= L ? 2 : 0;
+    }
+    nnt_sft_destroy(s);
+    free(buf), free(names);
+    return status;
+}
+
+/* One record's result as a JSON line: {"line": N, "label": K, "name": "...", "probabilities":
+ * [...], "target": K} (a reward model: {"line": N, "score": X}) */
+static void print_record(const nnt_layer *model, const records *r, int64_t i, const float *row,
+                         int64_t L, double *p)
+{
+    printf("{\"line\": %lld", (long long)r->line[i]);
+    if (L == 1) {
+        printf(", \"score\": %.6f}\n", row[0]);
+        return;
+    }
+    int64_t best = label_probs(row, L, p);
+    char name[256];
+    size_t k = 0;
+    char esc[6 * sizeof name + 1];
+    if (nnt_model_label_name(model, best, name, sizeof name) != 0)
+        snprintf(name, sizeof name, "LABEL_%lld", (long long)best);
+    json_escaped(esc, &k, name, strlen(name));
+    esc[k] = '\0';
+    printf(", \"label\": %lld, \"name\": \"%s\", \"probabilities\": [", (long long)best, esc);
+    for (int64_t j = 0; j < L; j++)
+        printf("%s%.6f", j ? ", " : "", p[j]);
+    printf("]");
+    if (r->label[i] >= 0)
+        printf(", \"target\": %lld", (long long)r->label[i]);
+    printf("}\n");
+}
+
+/* --classify: the records in batches of B (the last one filled with copies of its first
+ * row), a JSON line each, then the accuracy over the labelled ones (standard error). */
+static int classify_records(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg,
+                            int64_t B, int64_t T, const records *r)
+{
+    int64_t L = cfg->num_labels, hits = 0, labelled = 0;
+    int32_t *ids = malloc((size_t)(B * T) * sizeof *ids);
+    int64_t *n = malloc((size_t)B * sizeof *n);
+    float *out = malloc((size_t)(B * L) * sizeof *out);
+    double *p = malloc((size_t)L * sizeof *p);
+    int rc = ids && n && out && p ? 0 : NNT_E_NOMEM;
+    for (int64_t first = 0; rc == 0 && first < r->n; first += B) {
+        for (int64_t b = 0; b < B; b++) {
+            int64_t i = first + b < r->n ? first + b : first;
+            memcpy(ids + b * T, r->ids[i], (size_t)r->len[i] * sizeof *ids);
+            n[b] = r->len[i];
+        }
+        rc = pooled_logits(ctx, model, cfg, B, T, ids, n, out);
+        for (int64_t b = 0; rc == 0 && b < B && first + b < r->n; b++) {
+            int64_t i = first + b;
+            print_record(model, r, i, out + b * L, L, p);
+            if (L > 1 && r->label[i] >= 0)
+                labelled++, hits += label_probs(out + b * L, L, p) == r->label[i];
+        }
+    }
+    if (rc == 0) {
+        fprintf(stderr, "nnt-generate: %lld records classified, %lld a forward", (long long)r->n,
+                (long long)B);
+        if (labelled)
+            fprintf(stderr, "; accuracy %.4f on the %lld with a label", (double)hits /
+                    (double)labelled, (long long)labelled);
+        fprintf(stderr, "\n");
+    }
+    free(ids), free(n), free(out), free(p);
     return rc ? lib_error("the classifier's forward", rc) : 0;
 }
 
@@ -866,17 +1121,34 @@ int main(int argc, char **argv)
     int labels = rc == 0 && src.num_labels > 0;   /* a classifier */
     if (rc == 0)
         rc = load_tokenizer(&o, trained, &tok);
-    if (rc == 0)
+    records recs = {0};
+    if (rc == 0 && o.classify && !labels)
+        rc = usage("--classify %s: the model is a language model, not a classifier (a "
+                   "classifier's directory or checkpoint, or --num-labels)", o.classify);
+    if (rc == 0 && o.classify)
+        rc = read_records(&o, tok, &recs);
+    else if (rc == 0)
         rc = prompt_tokens(&o, tok, labels, &prompt, &nprompt);
-    if (rc == 0)   /* (a classifier: the prompt alone) */
-        rc = load_model(ctx, &o, &src, (int64_t)nprompt + (labels ? 0 : o.max_new), &model, &seq);
+    if (rc == 0 && o.classify)   /* (the longest text's length) */
+        rc = load_model(ctx, &o, &src, o.batch, recs.longest, &model, &seq);
+    else if (rc == 0)   /* (a classifier: the prompt alone) */
+        rc = load_model(ctx, &o, &src, 1, (int64_t)nprompt + (labels ? 0 : o.max_new), &model,
+                        &seq);
     if (rc == 0 && (rc = nnt_model_config_of(model, &cfg)) != 0)
         rc = lib_error("nnt_model_config_of", rc);
-    if (rc == 0 && cfg.num_labels > 0)
+    if (rc == 0 && o.classify && recs.longest > seq)
+        rc = usage("--classify %s: a text of %lld tokens, more than the classifier's context "
+                   "(%lld)", o.classify, (long long)recs.longest, (long long)seq);
+    if (rc == 0 && o.classify && cfg.num_labels > 1)
+        rc = label_records(model, tok, cfg.num_labels, &recs);
+    if (rc == 0 && o.classify)
+        rc = classify_records(ctx, model, &cfg, o.batch, seq, &recs);
+    else if (rc == 0 && cfg.num_labels > 0)
         rc = classify(ctx, model, &cfg, seq, prompt, nprompt);
     else if (rc == 0 && (rc = eos_ids(&o, cfg.vocab, &eos, &neos)) == 0)
         rc = o.num_samples > 1 ? generate_samples(&o, model, tok, prompt, nprompt, eos, neos)
                                : generate(&o, model, tok, prompt, nprompt, eos, neos);
+    records_free(&recs);
     free(prompt);
     free(eos);
     free(o.prompt_buf);

@@ -291,5 +291,53 @@ done
     --chat > /dev/null 2>&1
 st=$?
 [ "$st" -eq 2 ] || { echo "FAIL: nnt-generate --chat on a classifier: status $st, not 2"; fail=1; }
+
+# nnt-generate --classify: the held-out records 3 a forward (the last batch of one, filled)
+# and one a forward give the same lines; the first record's probabilities are transformers'
+# (as --prompt's above); the accuracy is the share of lines whose label is their target, and
+# nnt-train's validation of the records alone (--steps 0) reports the same; records naming
+# the directory's labels read as the indices; refusals: a language model, a record without
+# a text, a label the model lacks (status 2)
+for b in 3 1; do
+    "$gen" --load-hf "$fx/llama_text" --tokenizer-json "$tokdir/tokenizer.json" \
+        --classify "$fx/text_val.jsonl" --batch "$b" > "$tmp/cls$b.out" 2> "$tmp/cls$b.err" ||
+        { echo "FAIL: nnt-generate --classify --batch $b: exit status $?"; cat "$tmp/cls$b.err"; fail=1; }
+done
+cmp -s "$tmp/cls3.out" "$tmp/cls1.out" ||
+    { echo "FAIL: nnt-generate --classify: --batch 3 and 1 differ"; cat "$tmp/cls3.out" "$tmp/cls1.out"; fail=1; }
+first=$(sed -n '1s/.*"probabilities": \[\(.*\)\].*/\1/p' "$tmp/cls3.out" | tr -d ',')
+[ "$(wc -l < "$tmp/cls3.out")" -eq 4 ] && within 1e-5 "$first" "$probs0" ||
+    { echo "FAIL: nnt-generate --classify: not transformers' probabilities ($first)"; fail=1; }
+hits=$(grep -c '"label": \([0-9]\),.*"target": \1}' "$tmp/cls3.out")
+acc=$(sed -n 's/.*; accuracy \([0-9.]*\) on the 4 with a label$/\1/p' "$tmp/cls3.err")
+"$prog" --load-hf "$fx/llama_text" --tokenizer-json "$tokdir/tokenizer.json" \
+    --val-data "$fx/text_val.jsonl" --steps 0 --seq 48 --batch 4 --out "$tmp/val_alone" \
+    > "$tmp/val_alone.out" 2>&1
+vacc=$(sed -n 's/^validation: classifier loss [0-9.]*, accuracy \([0-9.]*\) .*/\1/p' "$tmp/val_alone.out")
+echo "# nnt-generate --classify: accuracy $acc ($hits of 4 lines), nnt-train's validation $vacc"
+[ -n "$acc" ] && [ "$acc" = "$(awk -v h="$hits" 'BEGIN { printf "%.4f", h / 4 }')" ] &&
+    [ "$acc" = "$vacc" ] ||
+    { echo "FAIL: nnt-generate --classify: accuracy $acc, $hits hits, nnt-train $vacc"; fail=1; }
+sed 's/"label": 0}$/"label": "bad"}/; s/"label": 1}$/"label": "\\"so-so\\""}/; s/"label": 2}$/"label": "good"}/' \
+    "$fx/text_val.jsonl" > "$tmp/named_cls.jsonl"
+"$gen" --load-hf "$tmp/named_hf" --tokenizer-json "$tokdir/tokenizer.json" \
+    --classify "$tmp/named_cls.jsonl" > "$tmp/named_cls.out" 2>&1 &&
+    grep -q '"name": "\\"so-so\\"", "probabilities"\|"name": "good", "probabilities"\|"name": "bad", "probabilities"' "$tmp/named_cls.out" &&
+    [ "$(grep -c '"target": [0-2]}$' "$tmp/named_cls.out")" -eq 4 ] ||
+    { echo "FAIL: nnt-generate --classify with named labels"; cat "$tmp/named_cls.out"; fail=1; }
+printf '%s\n' '{"text": "Fine."}' '' '{"label": 1}' > "$tmp/notext.jsonl"
+printf '%s\n' '{"text": "Fine.", "label": 7}' > "$tmp/bigl.jsonl"
+for k in 1 2 3; do
+    case $k in
+        1) bad="--load-hf $fx/llama_lm --classify $fx/text_val.jsonl" why="is a language model, not a classifier";;
+        2) bad="--load-hf $fx/llama_text --classify $tmp/notext.jsonl" why='line 3: no "text" member';;
+        3) bad="--load-hf $fx/llama_text --classify $tmp/bigl.jsonl" why="line 1: label 7, but the model has 3 labels";;
+    esac
+    # shellcheck disable=SC2086 # the options are words
+    "$gen" $bad --tokenizer-json "$tokdir/tokenizer.json" > "$tmp/badcls.out" 2>&1
+    st=$?
+    [ "$st" -eq 2 ] && grep -q -- "$why" "$tmp/badcls.out" ||
+        { echo "FAIL: nnt-generate $bad: status $st (not 2) or not: $why"; cat "$tmp/badcls.out"; fail=1; }
+done
 [ "$fail" -eq 0 ] && echo "PASS: nnt-train on a text classifier"
 exit "$fail"
