@@ -179,6 +179,10 @@ static const cli_option table[] = {
                "its\nORPOTrainer, beta its lambda)"),
     OPT_REAL("simpo-gamma", loop.simpo_gamma, 0, 1e6, "0.5", RES, "X",
              "--dpo-loss simpo's target margin (TRL's\nsimpo_gamma; default 0.5)"),
+    OPT_REAL("rpo-alpha", loop.rpo_alpha, 0, 1e6, "0", RES, "X",
+             "with --dpo-beta (sigmoid, ipo, hinge): plus X times\nthe chosen sequences' "
+             "negative log-likelihood\n(RPO: TRL's loss_type [sigmoid, sft], loss_weights\n"
+             "[1, X]; default 0)"),
     OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",
              "--dpo-loss cpo and simpo: the weight of the chosen\nsequences' negative "
              "log-likelihood (TRL's\ncpo_alpha; default 1; 0: SimPO as its paper)"),
@@ -461,6 +465,9 @@ static int check_combinations(const train_opts *o)
                                  "or --val-data FILE.jsonl)");
     if (o->loop.dpo_loss != NNT_DPO_SIGMOID && !(o->loop.dpo_beta > 0))
         return train_usage_error("--dpo-loss goes with --dpo-beta");
+    if (o->loop.rpo_alpha > 0 && (!(o->loop.dpo_beta > 0) || o->loop.dpo_loss > NNT_DPO_HINGE))
+        return train_usage_error("--rpo-alpha goes with --dpo-beta and a DPO loss (sigmoid, ipo "
+                                 "or hinge; cpo and simpo take --cpo-alpha)");
     if (train_opts_given(o, "simpo-gamma") && o->loop.dpo_loss != NNT_DPO_SIMPO)
         return train_usage_error("--simpo-gamma goes with --dpo-loss simpo");
     if (train_opts_given(o, "cpo-alpha") && o->loop.dpo_loss != NNT_DPO_CPO &&

@@ -2064,11 +2064,14 @@ typedef struct nnt_trainer_options {
                                     of rows as DPO reads them, TRL's RewardTrainer loss): the
                                     weight of the mean of (r_c + r_r)^2 in its loss (TRL's
                                     center_rewards_coefficient); 0: none                     */
-    /* new in 0.4 (a size without them gets their defaults, TRL's: 0.5 and 1) */
+    /* new in 0.4 (a size without them gets their defaults, TRL's: 0.5, 1 and 0) */
     double simpo_gamma;          /* NNT_DPO_SIMPO: the target margin gamma (TRL's simpo_gamma) */
     double cpo_alpha;            /* NNT_DPO_CPO and _SIMPO: the weight of the chosen
                                     sequences' negative log-likelihood in the loss (TRL's
                                     cpo_alpha; 0: SimPO as its paper trains)                  */
+    double rpo_alpha;            /* NNT_DPO_SIGMOID, _IPO, _HINGE: the same term's weight
+                                    added to DPO's loss (RPO; TRL's DPOTrainer with loss_type
+                                    [..., "sft"] and this loss weight); 0 (default): none     */
 } nnt_trainer_options;
 
 /* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
@@ -2095,7 +2098,7 @@ typedef enum nnt_dpo_loss {
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
       NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
-      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0 }
+      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

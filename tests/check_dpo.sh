@@ -24,6 +24,7 @@ fail=0
 # the fixture's losses (float64 in reference.safetensors: read from the file's header offsets)
 want=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/reference.safetensors" \
     losses val_loss ipo.losses simpo.losses simpo.val_loss orpo.losses orpo.val_loss \
+    rpo.losses rpo.val_loss \
     2>/dev/null) || want=""
 if [ -z "$want" ]; then
     echo "SKIP: python3 cannot read the fixture"; exit 77
@@ -31,6 +32,7 @@ fi
 losses=$(echo "$want" | sed -n 1p) val=$(echo "$want" | sed -n 2p) ipo=$(echo "$want" | sed -n 3p)
 simpo=$(echo "$want" | sed -n 4p) simpo_val=$(echo "$want" | sed -n 5p)
 orpo=$(echo "$want" | sed -n 6p) orpo_val=$(echo "$want" | sed -n 7p)
+rpo=$(echo "$want" | sed -n 8p) rpo_val=$(echo "$want" | sed -n 9p)
 
 # Measured (AMD EPYC Zen 5, 2 cores, 2026-12-02): |nnt - PyTorch| 5.1e-6 on the steps'
 # losses, 2.3e-6 on the held-out loss (tests/test_dpo.c, the same runs through the library).
@@ -67,16 +69,18 @@ grep -q 'validation: DPO loss' "$tmp/run.err" ||
     { echo "FAIL: the summary does not name the DPO loss"; fail=1; }
 
 # the losses without a reference: --dpo-loss simpo (TRL's CPOTrainer, simpo_gamma 0.7,
-# cpo_alpha 0.4) and orpo (ORPOTrainer), beta 0.3: 3 steps and the held-out pairs after them,
+# cpo_alpha 0.4) and orpo (ORPOTrainer), and RPO (--rpo-alpha 0.5: DPOTrainer's loss_type
+# [sigmoid, sft]), beta 0.3: 3 steps and the held-out pairs after them,
 # the losses 3 to 7, within 10x the 6.9e-7 measured relative (tests/test_dpo.c) plus the
 # printed digits; the summary names the loss and says there is no reference; ORPO's model
 # saved after the run (--save-hf) validated alone (--steps 0, no training data) gives the
 # run's held-out loss
-for kind in simpo orpo; do
-    extra=""
-    [ "$kind" = simpo ] && extra="--simpo-gamma 0.7 --cpo-alpha 0.4"
+for kind in simpo orpo rpo; do
+    extra="--dpo-loss $kind"
+    [ "$kind" = simpo ] && extra="--dpo-loss simpo --simpo-gamma 0.7 --cpo-alpha 0.4"
+    [ "$kind" = rpo ] && extra="--rpo-alpha 0.5"
     # shellcheck disable=SC2086 # the options are words
-    "$prog" --load-hf "$fx/llama" --data "$fx/pairs.bin" --dpo-beta 0.3 --dpo-loss "$kind" \
+    "$prog" --load-hf "$fx/llama" --data "$fx/pairs.bin" --dpo-beta 0.3 \
         $extra --batch 4 --seq 16 --steps 3 --val-split 0.25 --val-every 3 --optim adamw \
         --lr 0.01 --beta1 0.9 --beta2 0.999 --eps 1e-08 --weight-decay 0.1 --grad-clip 0 \
         --warmup 0 --schedule constant --tile-seq 7 --print-loss --sample 0 --no-save \
@@ -84,15 +88,22 @@ for kind in simpo orpo; do
         echo "FAIL: nnt-train --dpo-loss $kind: exit status $?"; tail -n 5 "$tmp/$kind.err"; fail=1; }
     got=$(sed -n 's/^step [0-9]* loss //p' "$tmp/$kind.out" | tr '\n' ' ')
     gotval=$(sed -n 's/^val 3 loss //p' "$tmp/$kind.out")
-    if [ "$kind" = simpo ]; then want_l=$simpo want_v=$simpo_val; else want_l=$orpo want_v=$orpo_val; fi
+    case $kind in
+        simpo) want_l=$simpo want_v=$simpo_val;;
+        orpo) want_l=$orpo want_v=$orpo_val;;
+        *) want_l=$rpo want_v=$rpo_val;;
+    esac
     echo "# $kind: nnt $got / held out $gotval; PyTorch $want_l / $want_v"
     within 5e-5 "$got $gotval" "$want_l $want_v" ||
         { echo "FAIL: nnt-train --dpo-loss $kind: losses differ from PyTorch's"; fail=1; }
+    [ "$kind" = rpo ] && continue
     grep -q "no reference model" "$tmp/$kind.out" "$tmp/$kind.err" ||
         { echo "FAIL: --dpo-loss $kind: the summary does not say there is no reference"; fail=1; }
     grep -q "DPO: the reference log-likelihoods" "$tmp/$kind.err" "$tmp/$kind.out" &&
         { echo "FAIL: --dpo-loss $kind ran a reference pass"; fail=1; }
 done
+grep -q "DPO, beta 0.3, and rpo_alpha 0.5 times the chosen sequences' nll (RPO: TRL's loss_type \[sigmoid, sft\]" \
+    "$tmp/rpo.out" "$tmp/rpo.err" || { echo "FAIL: --rpo-alpha: the summary"; fail=1; }
 grep -q "^loss:      SimPO, beta 0.3 (TRL's CPOTrainer, loss_type simpo, simpo_gamma 0.7, cpo_alpha 0.4)" \
     "$tmp/simpo.out" "$tmp/simpo.err" || { echo "FAIL: the summary does not describe SimPO"; grep -h "^loss" "$tmp/simpo.out" "$tmp/simpo.err"; fail=1; }
 grep -q 'validation: ORPO loss' "$tmp/orpo.err" ||
@@ -167,7 +178,8 @@ grep -q 'start with different tokens' "$tmp/jsonl.out" "$tmp/jsonl.err" "$tmp/ru
 
 # usage errors: an odd batch, --pack, --preference with --pack, --dpo-loss without --dpo-beta,
 # --simpo-gamma without simpo, --cpo-alpha with orpo
-for args in "--dpo-beta 0.2 --simpo-gamma 0.3" "--dpo-beta 0.2 --dpo-loss orpo --cpo-alpha 0.5"; do
+for args in "--dpo-beta 0.2 --simpo-gamma 0.3" "--dpo-beta 0.2 --dpo-loss orpo --cpo-alpha 0.5" \
+            "--dpo-beta 0.2 --dpo-loss simpo --rpo-alpha 0.5" "--rpo-alpha 0.5"; do
     # shellcheck disable=SC2086 # the options are words
     "$prog" --tokenizer-json "$tok" --data "$fx/preference.jsonl" --seq 96 --steps 1 $args \
         --no-save --out "$tmp/bad" > /dev/null 2> "$tmp/bad.err"

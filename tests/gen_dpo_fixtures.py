@@ -49,7 +49,8 @@ out.
       CPOTrainer loss_type "sigmoid" (cpo, beta 0.3, cpo_alpha 0.6) and "simpo" (simpo,
       beta 0.3, simpo_gamma 0.7, cpo_alpha 0.4), ORPOTrainer (orpo, beta 0.3)): the same
       3 steps from the model before training; orpo.grad.<HF name>: ORPO's gradient of the
-      first batch
+      first batch; rpo.*: the same for DPO's sigmoid loss plus 0.5 times the chosen nll
+      (RPO: DPOTrainer's loss_type ["sigmoid", "sft"], loss_weights [1, 0.5])
 """
 import argparse
 import inspect
@@ -66,6 +67,8 @@ T, V, BETA, LR, WD = 16, 64, 0.3, 1e-2, 0.1
 # (lambda) is BETA
 CPO_BETA, CPO_ALPHA = 0.3, 0.6
 SIMPO_BETA, SIMPO_GAMMA, SIMPO_ALPHA = 0.3, 0.7, 0.4
+RPO_ALPHA = 0.5   # DPO (sigmoid, BETA) plus this times the chosen nll: TRL's loss_type
+                  # ["sigmoid", "sft"], loss_weights [1, RPO_ALPHA]
 PAIRS, TRAIN_PAIRS, PER_STEP = 8, 6, 2
 
 
@@ -132,7 +135,7 @@ def seen(counts):
     return (pos <= last.unsqueeze(1)).to(counts.dtype)
 
 
-def free_loss(tok, counts, kind):
+def free_loss(tok, counts, kind, ref=None):
     """The reference-free losses of a batch of pairs from its tokens' log p (B, T - 1),
     float64, as TRL 1.16 computes them (trl/experimental/cpo/cpo_trainer.py cpo_loss and
     concatenated_forward, orpo/orpo_trainer.py odds_ratio_loss and concatenated_forward):
@@ -149,7 +152,10 @@ def free_loss(tok, counts, kind):
     avg = sums / cnt.sum(dim=1)
     c = cnt[0::2]
     nll = -(tok[0::2] * c).sum() / c.sum()
-    if kind == "cpo":
+    if kind == "rpo":   # DPO's sigmoid loss (ref: the reference's sums) + RPO_ALPHA nll
+        beta, s = BETA, sums - ref
+        loss = -F.logsigmoid(beta * (s[0::2] - s[1::2])).mean() + RPO_ALPHA * nll
+    elif kind == "cpo":
         beta, s = CPO_BETA, sums
         loss = -F.logsigmoid(beta * (s[0::2] - s[1::2])).mean() + CPO_ALPHA * nll
     elif kind == "simpo":
@@ -167,8 +173,8 @@ def free_loss(tok, counts, kind):
     return loss, (chosen > rejected).double().mean(), (chosen - rejected).mean()
 
 
-def free_terms(model, rows, counts, kind):
-    return free_loss(token_logps(model, rows), counts, kind)
+def free_terms(model, rows, counts, kind, ref=None):
+    return free_loss(token_logps(model, rows), counts, kind, ref)
 
 
 def check_trl_free(rows, counts):
@@ -232,6 +238,8 @@ def check_trl():
     assert "reward_accuracies = (chosen_rewards > rejected_rewards).float()" in src
     assert "per_sequence_loss = torch.relu(1 - self.beta * delta_score)" in src
     assert "per_sequence_loss = (ipo_delta - 1 / (2 * self.beta)) ** 2" in src
+    assert "batch_loss = -chosen_per_token_logps[chosen_mask.bool()].mean()" in src
+    assert "loss += per_sequence_loss.mean() * loss_weight" in src
     assert "chosen_avg_score = chosen_scores / chosen_mask.sum(dim=1).clamp(min=1.0)" in src
     print("TRL's sigmoid loss and rewards as computed here")
 
@@ -333,13 +341,13 @@ def main():
     # training: 3 steps' losses, accuracies, margins, the held-out loss after them, the
     # parameters after the steps (ORPO: and the first batch's gradient)
     check_trl_free(rows, counts)
-    for kind in ("cpo", "simpo", "orpo"):
+    for kind in ("cpo", "simpo", "orpo", "rpo"):
         m = LlamaForCausalLM(cfg).float()
         m.load_state_dict(start)
         m.config.use_cache = False
         if kind == "orpo":   # (the others' gradients: through the parameters after 3 steps)
             b = slice(0, 2 * PER_STEP)
-            loss, _, _ = free_terms(m, rows[b], counts[b], kind)
+            loss, _, _ = free_terms(m, rows[b], counts[b], kind, ref[b])
             loss.backward()
             for name, p in m.named_parameters():
                 out[kind + ".grad." + name] = p.grad.detach().clone()
@@ -352,7 +360,7 @@ def main():
         kl, ka, km = [], [], []
         for step in range(TRAIN_PAIRS // PER_STEP):
             b = slice(2 * PER_STEP * step, 2 * PER_STEP * (step + 1))
-            loss, acc, margin = free_terms(m, rows[b], counts[b], kind)
+            loss, acc, margin = free_terms(m, rows[b], counts[b], kind, ref[b])
             o.zero_grad()
             loss.backward()
             o.step()
@@ -362,7 +370,7 @@ def main():
         out[kind + ".margins"] = torch.tensor(km, dtype=torch.float64)
         with torch.no_grad():
             v = slice(2 * TRAIN_PAIRS, 2 * PAIRS)
-            loss, acc, margin = free_terms(m, rows[v], counts[v], kind)
+            loss, acc, margin = free_terms(m, rows[v], counts[v], kind, ref[v])
         out[kind + ".val_loss"] = loss.reshape(1)
         out[kind + ".val_accuracy"] = acc.reshape(1)
         out[kind + ".val_margin"] = margin.reshape(1)

@@ -404,7 +404,7 @@ simpo_gamma_lost|lib/train/dpo.c|s@            z = beta \* (ac - ar) - tr->o.sim
 free_means_gradient|lib/train/dpo.c|s@        \*dc /= (double)nc, \*dr /= (double)nr;@        *dc /= (double)nc, *dr /= (double)nc;@|SimPO, ORPO: the rejected mean gradient divided by the chosen length
 free_rewards_sums|lib/train/dpo.c|s@            chosen /= (double)d->counted\[2 \* j\], rejected /= (double)d->counted\[2 \* j + 1\];@            chosen /= 1.0, rejected /= 1.0;@|SimPO, ORPO: the rewards of the sums, not the means
 orpo_odds_derivative|lib/train/dpo.c|s@    \*dc = -s \* (1.0 - gc), \*dr = -s \* (-1.0 + gr);@    *dc = -s * (1.0 + gc), *dr = -s * (-1.0 + gr);@|ORPO: the log odds derivative by the chosen mean with a sign flipped
-cpo_alpha_ignored|lib/train/dpo.c|s@    d->nll_weight = !d->ref_free ? 0.0 : o->dpo_loss == NNT_DPO_ORPO ? 1.0 : o->cpo_alpha;@    d->nll_weight = !d->ref_free ? 0.0 : 1.0;@|CPO, SimPO: the nll term weight 1 whatever cpo_alpha
+cpo_alpha_ignored|lib/train/dpo.c|s@                    : o->dpo_loss == NNT_DPO_ORPO ? 1.0 : o->cpo_alpha;@                    : 1.0;@|CPO, SimPO: the nll term weight 1 whatever cpo_alpha
 free_nll_count_off|lib/train/dpo.c|s@    \*per_target = n ? d->nll_weight / (double)n : 0.0;@    *per_target = n ? d->nll_weight / (double)(n + 1) : 0.0;@|CPO, SimPO, ORPO: the nll term gradient over one target more
 free_nll_loss_once|lib/train/dpo.c|s@        s->loss += nll_term(d, \&per_target) \* (double)d->per_batch;@        s->loss += nll_term(d, \&per_target);@|CPO, SimPO, ORPO: the reported loss with the nll term divided by the pairs
 free_empty_row_taken|lib/train/dpo.c|s@        if (d->averaged \&\& !d->counted\[b\])@        if (0)@|SimPO, ORPO: a row of no counted target averaged (0 / 0)
@@ -412,6 +412,7 @@ free_alone_refused|lib/train/trainer.c|s@    if (o->dpo_beta > 0 \&\& !data \&\&
 nucleus_first_short|lib/models/sample.c|s@^                return j + 1;@                return j;@|top_p: the nucleus found among the first candidates one token short
 nucleus_total_untempered|lib/models/sample.c|s@        total += exp(((double)l\[v\] - max) / sm->temperature);@        total += exp((double)l[v] - max);@|top_p: the weights of all tokens summed without the temperature
 train_dir_names_unread|examples/nnt_train.c|s@t->cfg.num_labels == labels ? source_label_names(o->load_hf, labels) : NULL;@t->cfg.num_labels == labels ? NULL : NULL;@|nnt-train: records naming the labels of the classifier directory they train refused
+rpo_alpha_ignored|lib/train/dpo.c|s@    d->nll_weight = !d->ref_free ? o->rpo_alpha$@    d->nll_weight = !d->ref_free ? 0.0@|RPO: DPO without the chosen nll term whatever rpo_alpha
 cli_cpo_alpha_default|examples/train_opts.c|s@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "0", RES, "X",@|nnt-train: --cpo-alpha 0 by default, not TRL 1
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
 cls_pool_all_pad|lib/models/transformer.c|s@            for (at = T - 1; at > 0@            for (at = T - 1; at > 1@|classifier: a row of padding pooled at position 1, not 0

@@ -84,7 +84,7 @@ typedef struct run {
 /* The fixture's model and optimizer (AdamW lr 1e-2, weight decay 0.1 on matrices) and
  * a trainer of batch b, accum a on the pairs file; checkpoint and resume may be NULL. */
 static int loss_kind;   /* open_run's dpo_loss (NNT_DPO_SIGMOID unless a test sets it) */
-static double simpo_gamma = 0.5, cpo_alpha = 1.0;   /* its simpo_gamma, cpo_alpha */
+static double simpo_gamma = 0.5, cpo_alpha = 1.0, rpo_alpha = 0.0;   /* its simpo_gamma, ... */
 
 static run open_run(const nnt_tiling *tl, int64_t b, int64_t a, int update_in_backward,
                     const char *checkpoint, const char *resume, run_log *rl)
@@ -102,7 +102,7 @@ static run open_run(const nnt_tiling *tl, int64_t b, int64_t a, int update_in_ba
     nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
     to.batch = b, to.seq = T, to.accum = a, to.steps = STEPS, to.seed = 1;
     to.dpo_beta = 0.3, to.dpo_loss = loss_kind;
-    to.simpo_gamma = simpo_gamma, to.cpo_alpha = cpo_alpha;
+    to.simpo_gamma = simpo_gamma, to.cpo_alpha = cpo_alpha, to.rpo_alpha = rpo_alpha;
     to.train_tokens = TRAIN_ROWS * T;
     to.val_start = TRAIN_ROWS * T, to.val_len = (ROWS - TRAIN_ROWS) * T, to.val_batches = 1;
     to.update_in_backward = update_in_backward;
@@ -203,22 +203,24 @@ START_TEST(test_accum)
 END_TEST
 
 /* The losses without a reference (TRL 1.16's CPOTrainer loss_type "sigmoid" with cpo_alpha
- * 0.6, "simpo" with simpo_gamma 0.7 and cpo_alpha 0.4, ORPOTrainer; beta 0.3): 3 steps'
- * losses, accuracies, margins, the parameters after them and the held-out loss, each loss
- * under two tilings; ORPO's first gradient too (its nll term reads the prompts' tokens).
- * _i: the loss (i % 3) and the tiling. */
+ * 0.6, "simpo" with simpo_gamma 0.7 and cpo_alpha 0.4, ORPOTrainer; beta 0.3) and RPO (DPO's
+ * sigmoid loss plus rpo_alpha 0.5 times the chosen nll: DPOTrainer's loss_type ["sigmoid",
+ * "sft"]): 3 steps' losses, accuracies, margins, the parameters after them and the held-out
+ * loss, each loss under two tilings; ORPO's first gradient too (its nll term reads the
+ * prompts' tokens). _i: the loss (i % 4) and the tiling. */
 START_TEST(test_free_losses)
 {
-    static const char *const NAMES[3] = {"cpo", "simpo", "orpo"};
-    static const int KINDS[3] = {NNT_DPO_CPO, NNT_DPO_SIMPO, NNT_DPO_ORPO};
-    static const double GAMMA[3] = {0.5, 0.7, 0.5}, ALPHA[3] = {0.6, 0.4, 1.0};
-    int k = _i % 3, tiling = (_i + _i / 3) % 3;
+    static const char *const NAMES[4] = {"cpo", "simpo", "orpo", "rpo"};
+    static const int KINDS[4] = {NNT_DPO_CPO, NNT_DPO_SIMPO, NNT_DPO_ORPO, NNT_DPO_SIGMOID};
+    static const double GAMMA[4] = {0.5, 0.7, 0.5, 0.5}, ALPHA[4] = {0.6, 0.4, 1.0, 1.0};
+    int k = _i % 4, tiling = (_i + _i / 4) % 3;
     nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
     run_log rl;
     memset(&rl, 0, sizeof rl);
     loss_kind = KINDS[k], simpo_gamma = GAMMA[k], cpo_alpha = ALPHA[k];
+    rpo_alpha = k == 3 ? 0.5 : 0.0;   /* RPO: DPO's sigmoid loss + 0.5 nll */
     run x = open_run(&TILINGS[tiling], B, 1, 0, NULL, NULL, &rl);   /* gradients kept */
-    loss_kind = NNT_DPO_SIGMOID, simpo_gamma = 0.5, cpo_alpha = 1.0;
+    loss_kind = NNT_DPO_SIGMOID, simpo_gamma = 0.5, cpo_alpha = 1.0, rpo_alpha = 0.0;
     EXPECT_OK(nnt_trainer_step(x.tr));
     char worst[256] = "", prefix[16], what[32];
     if (KINDS[k] == NNT_DPO_ORPO) {
@@ -564,7 +566,10 @@ START_TEST(test_errors)
     ck_assert(strstr(nnt_ctx_last_error(ctx), "simpo_gamma") != NULL);
     to.simpo_gamma = 0.5, to.cpo_alpha = NAN;
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
-    to.cpo_alpha = 1.0, to.dpo_loss = NNT_DPO_SIGMOID;
+    to.cpo_alpha = 1.0, to.dpo_loss = NNT_DPO_ORPO, to.rpo_alpha = 0.5;   /* (cpo_alpha's) */
+    EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
+    ck_assert(strstr(nnt_ctx_last_error(ctx), "rpo_alpha") != NULL);
+    to.rpo_alpha = 0.0, to.dpo_loss = NNT_DPO_SIGMOID;
     to.dpo_beta = 0.1, to.steps = 0;   /* validation only: the reference needs the pairs */
     EXPECT_RC(nnt_trainer_create(l, opt, NULL, &to, &tr), NNT_E_INVAL);
     ck_assert(strstr(nnt_ctx_last_error(ctx), "training pairs") != NULL);
@@ -628,7 +633,7 @@ static Suite *dpo_suite(void)
     tcase_add_test(tc, test_accum);
     tcase_add_loop_test(tc, test_loss_kinds, 0, 2);
     tcase_add_loop_test(tc, test_resume, 0, 2);
-    tcase_add_loop_test(tc, test_free_losses, 0, 6);
+    tcase_add_loop_test(tc, test_free_losses, 0, 8);
     tcase_add_test(tc, test_weights);
     tcase_add_loop_test(tc, test_encode_preference, 0, 2);
     tcase_add_test(tc, test_extract_prompt);

@@ -23,6 +23,9 @@
  * trainer's checkpoints ("dpo_reference": each double's bits in hex), so that a resumed run
  * continues against the same reference.
  *
+ * With rpo_alpha > 0 a DPO loss (sigmoid, IPO, hinge) gets the same nll term as CPO's, of that
+ * weight (RPO: TRL's DPOTrainer with loss_type [..., "sft"]).
+ *
  * The reference-free losses (NNT_DPO_CPO, _SIMPO, _ORPO: TRL's CPOTrainer and ORPOTrainer)
  * read the same pairs without a reference pass: from the rows' log-likelihoods pi (sums over
  * the counted targets, n of them) or their means a = pi / n, a pair's term as nnt.h writes it,
@@ -111,6 +114,11 @@ int nnt_dpo_describe(const nnt_trainer_options *o, char *buf, size_t cap)
     case NNT_DPO_ORPO:
         return snprintf(buf, cap, "ORPO, beta (lambda) %g (TRL's ORPOTrainer)", o->dpo_beta);
     default:
+        if (o->rpo_alpha > 0)
+            return snprintf(buf, cap, "DPO, beta %g, and rpo_alpha %g times the chosen "
+                            "sequences' nll (RPO: TRL's loss_type [%s, sft], loss_weights "
+                            "[1, %g])", o->dpo_beta, o->rpo_alpha,
+                            nnt_dpo_loss_name(o->dpo_loss), o->rpo_alpha);
         return snprintf(buf, cap, "DPO, beta %g (TRL's loss_type %s)", o->dpo_beta,
                         nnt_dpo_loss_name(o->dpo_loss));
     }
@@ -165,7 +173,8 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->reward = reward;
     d->ref_free = !reward && nnt_dpo_loss_free(o->dpo_loss);
     d->averaged = d->ref_free && o->dpo_loss != NNT_DPO_CPO;
-    d->nll_weight = !d->ref_free ? 0.0 : o->dpo_loss == NNT_DPO_ORPO ? 1.0 : o->cpo_alpha;
+    d->nll_weight = !d->ref_free ? o->rpo_alpha
+                    : o->dpo_loss == NNT_DPO_ORPO ? 1.0 : o->cpo_alpha;
     d->ref_ready = reward || d->ref_free;   /* no reference */
     d->pad = reward ? mc.pad_token_id : -1;   /* (a reward model has one: checked above) */
     nnt_data *sources[2] = {tr->data, nnt_trainer_val_source(tr)};
@@ -384,7 +393,7 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
     nnt_dpo *d = tr->dpo;
     int64_t T = tr->o.seq;
     double beta = tr->o.dpo_beta, per_target = 0.0;
-    if (d->ref_free)   /* (counted once a pair: the sums are divided by the pairs) */
+    if (d->nll_weight > 0)   /* (counted once a pair: the sums are divided by the pairs) */
         s->loss += nll_term(d, &per_target) * (double)d->per_batch;
     for (int64_t j = 0; j < d->per_batch; j++) {
         double lc = logp[2 * j] - (ref ? ref[j][0] : 0.0);
@@ -577,7 +586,8 @@ int nnt_dpo_members(const nnt_trainer *tr, char **out)
         *out = s;
         return NNT_OK;
     }
-    n += snprintf(s + n, cap - (size_t)n, ", \"dpo_reference\": \"");
+    n += snprintf(s + n, cap - (size_t)n, ", \"rpo_alpha\": %.17g, \"dpo_reference\": \"",
+                  tr->o.rpo_alpha);
     char *at = s + n;
     for (size_t i = 0; i < nref; i++) {
         uint64_t bits;

@@ -99,7 +99,7 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
         (double)per_step(tr) * (double)o->steps / (double)(tr->ntokens ? tr->ntokens : 1),
         (long long)o->steps, o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new "
                                           "order each epoch" : "");
-    char loss[160];
+    char loss[256];
     nnt_dpo_describe(o, loss, sizeof loss);
     if (o->dpo_beta > 0)
         add(t, "loss:      %s: %lld pairs of rows (chosen, rejected), %lld a micro-batch%s; "

@@ -82,9 +82,13 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (NNT_DPO_SIGMOID, _IPO, _HINGE, "
                         "_CPO, _SIMPO or _ORPO)", fn, o->dpo_loss);
     if (!(o->simpo_gamma >= 0) || !isfinite(o->simpo_gamma) || !(o->cpo_alpha >= 0) ||
-        !isfinite(o->cpo_alpha))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: simpo_gamma %g, cpo_alpha %g (each >= 0)", fn,
-                        o->simpo_gamma, o->cpo_alpha);
+        !isfinite(o->cpo_alpha) || !(o->rpo_alpha >= 0) || !isfinite(o->rpo_alpha))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: simpo_gamma %g, cpo_alpha %g, rpo_alpha %g (each "
+                        ">= 0)", fn, o->simpo_gamma, o->cpo_alpha, o->rpo_alpha);
+    if (o->rpo_alpha > 0 && (!(o->dpo_beta > 0) || nnt_dpo_loss_free(o->dpo_loss)))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rpo_alpha %g adds the chosen sequences' nll to "
+                        "a DPO loss (dpo_beta > 0, NNT_DPO_SIGMOID, _IPO or _HINGE); CPO's and "
+                        "SimPO's weight is cpo_alpha", fn, o->rpo_alpha);
     if (!(o->reward_center >= 0) || !isfinite(o->reward_center))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: reward_center %g (>= 0; 0: none)", fn,
                         o->reward_center);
