@@ -67,8 +67,8 @@ struct nnt_dpo {
     uint64_t *pairs;               /* (B / 2) a micro-batch's pairs                         */
     double *logp;                  /* (B) its rows' log-likelihoods                         */
     int64_t *counted;              /* (B) its rows' counted targets                          */
-    uint8_t *counts;               /* (B T) 1 where a target is counted (the mask's next token) */
-    double *nll;                   /* (B) a row's nll term's sum of losses (free losses)      */
+    uint8_t *counts;               /* (B T) 1: a counted target (the mask's next token)      */
+    double *nll;                   /* (B) a row's sum of its nll term's target losses         */
     int64_t *nll_n;                /* (B) and its targets                                     */
     const double **pair_ref;       /* (B / 2) its pairs' reference rows                     */
     int reward;                    /* a reward model's pairs (no reference)                   */
