@@ -86,6 +86,16 @@ def make_pairs(g):
     return torch.tensor(rows), torch.tensor(counts)
 
 
+def adamw(model):
+    """torch AdamW lr 1e-2, betas (0.9, 0.999), eps 1e-8, weight decay 0.1 on the matrices and
+    embeddings, none on the norms (nnt's default decay)"""
+    decayed = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decayed, "weight_decay": WD},
+                              {"params": others, "weight_decay": 0.0}], lr=LR,
+                             betas=(0.9, 0.999), eps=1e-8)
+
+
 def token_file(rows, cnt):
     """nnt's token file with a loss mask in rows of T, written byte by byte."""
     n = rows.numel()
@@ -291,11 +301,7 @@ def main():
         out["grad." + name] = p.grad.detach().clone()
     model.zero_grad()
     # weight decay on the matrices and embeddings only, as nnt's optimizer decays by default
-    decayed = [p for p in model.parameters() if p.dim() >= 2]
-    others = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decayed, "weight_decay": WD},
-                             {"params": others, "weight_decay": 0.0}], lr=LR,
-                            betas=(0.9, 0.999), eps=1e-8)
+    opt = adamw(model)
     losses, accs, margins = [], [], []
     for step in range(TRAIN_PAIRS // PER_STEP):
         b = slice(2 * PER_STEP * step, 2 * PER_STEP * (step + 1))
@@ -320,11 +326,7 @@ def main():
         m = LlamaForCausalLM(cfg).float()
         m.load_state_dict(start)
         m.config.use_cache = False
-        decayed = [p for p in m.parameters() if p.dim() >= 2]
-        others = [p for p in m.parameters() if p.dim() < 2]
-        o = torch.optim.AdamW([{"params": decayed, "weight_decay": WD},
-                               {"params": others, "weight_decay": 0.0}], lr=LR,
-                              betas=(0.9, 0.999), eps=1e-8)
+        o = adamw(m)
         kl = []
         for step in range(TRAIN_PAIRS // PER_STEP):
             b = slice(2 * PER_STEP * step, 2 * PER_STEP * (step + 1))
@@ -352,11 +354,7 @@ def main():
             for name, p in m.named_parameters():
                 out[kind + ".grad." + name] = p.grad.detach().clone()
             m.zero_grad()
-        decayed = [p for p in m.parameters() if p.dim() >= 2]
-        others = [p for p in m.parameters() if p.dim() < 2]
-        o = torch.optim.AdamW([{"params": decayed, "weight_decay": WD},
-                               {"params": others, "weight_decay": 0.0}], lr=LR,
-                              betas=(0.9, 0.999), eps=1e-8)
+        o = adamw(m)
         kl, ka, km = [], [], []
         for step in range(TRAIN_PAIRS // PER_STEP):
             b = slice(2 * PER_STEP * step, 2 * PER_STEP * (step + 1))
