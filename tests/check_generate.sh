@@ -324,11 +324,14 @@ bad() {
     [ -s "$tmp/bad.out" ] && fail "$*: wrote to stdout"
 }
 bad 2 "give one of --load-hf" --prompt-ids 1
-bad 2 "give one of --prompt, --prompt-file, --prompt-ids and --messages" --load-hf "$gqa"
-bad 2 "give one of --prompt, --prompt-file, --prompt-ids and --messages" --load-hf "$gqa" \
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages and --classify" --load-hf "$gqa"
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages and --classify" --load-hf "$gqa" \
     --prompt x --prompt-file "$tmp/prompt.txt"
-bad 2 "give one of --prompt, --prompt-file, --prompt-ids and --messages" --load-hf "$gqa" \
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages and --classify" --load-hf "$gqa" \
     --prompt x --messages "$tmp/conv.json"
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages and --classify" --load-hf "$gqa" \
+    --prompt x --classify "$tmp/prompt.txt"
+bad 2 "--classify takes texts, not --chat" --load-hf "$gqa" --classify "$tmp/prompt.txt" --chat
 bad 2 "--messages: the system message goes in the file's messages" --load-hf "$tmp/chat" \
     --messages "$tmp/conv.json" --system y
 bad 2 "--messages $tmp/no-conv.json: No such file" --load-hf "$tmp/chat" \
