@@ -400,7 +400,7 @@ dpo_ipo_unaveraged|lib/train/dpo.c|s@        \*dc = 2.0 \* e / ac, \*dr = -2.0 \
 dpo_hinge_sign|lib/train/dpo.c|s@        double g = 1.0 - z > 0 ? -beta : 0.0;@        double g = 1.0 - z > 0 ? beta : 0.0;@|DPO, hinge: the gradient sign flipped
 orpo_nll_answers_only|lib/train/dpo.c|s@    int whole = b % 2 == 0 \&\& d->ref_free \&\& tr->o.dpo_loss == NNT_DPO_ORPO;@    int whole = 0;@|ORPO: the nll term over the chosen answers only, not their prompts
 orpo_nll_rejected_too|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch, nll = side ? 0.0 : per_target;@            double w = -dpi[side] / (double)d->per_batch, nll = per_target;@|CPO, SimPO, ORPO: the nll term gradient on the rejected rows too
-simpo_gamma_lost|lib/train/dpo.c|s@            z = beta \* (ac - ar) - tr->o.simpo_gamma;@            z = beta * (ac - ar);@|SimPO: the target margin gamma not subtracted
+simpo_gamma_lost|lib/train/dpo.c|s@            z = beta \* (ac - ar) - o->simpo_gamma;@            z = beta * (ac - ar);@|SimPO: the target margin gamma not subtracted
 free_means_gradient|lib/train/dpo.c|s@        \*dc /= (double)nc, \*dr /= (double)nr;@        *dc /= (double)nc, *dr /= (double)nc;@|SimPO, ORPO: the rejected mean gradient divided by the chosen length
 free_rewards_sums|lib/train/dpo.c|s@            chosen /= (double)d->counted\[2 \* j\], rejected /= (double)d->counted\[2 \* j + 1\];@            chosen /= 1.0, rejected /= 1.0;@|SimPO, ORPO: the rewards of the sums, not the means
 orpo_odds_derivative|lib/train/dpo.c|s@    \*dc = -s \* (1.0 - gc), \*dr = -s \* (-1.0 + gr);@    *dc = -s * (1.0 + gc), *dr = -s * (-1.0 + gr);@|ORPO: the log odds derivative by the chosen mean with a sign flipped

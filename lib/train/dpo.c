@@ -335,19 +335,17 @@ static double orpo_term(double beta, double ac, double ar, double *dc, double *d
     return beta * nnt_softplus(-odds);
 }
 
-/* Pair j's loss (TRL's loss_type) from its rows' log ratios lc, lr (summed over their counted
- * targets, nc and nr of them; the reference-free losses: the log-likelihoods); *dc, *dr its
- * derivatives by the rows' log-likelihoods. */
-static double pair_loss(const nnt_trainer *tr, double lc, double lr, int64_t nc, int64_t nr,
-                        double *dc, double *dr)
+/* (trainer_impl.h) */
+double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int64_t nc,
+                         int64_t nr, double *dc, double *dr)
 {
-    double beta = tr->o.dpo_beta, z = beta * (lc - lr);
-    if (tr->o.dpo_loss == NNT_DPO_SIMPO || tr->o.dpo_loss == NNT_DPO_ORPO) {
+    double beta = o->dpo_beta, z = beta * (lc - lr);
+    if (o->dpo_loss == NNT_DPO_SIMPO || o->dpo_loss == NNT_DPO_ORPO) {
         double ac = lc / (double)nc, ar = lr / (double)nr, loss, g;   /* (nc, nr >= 1) */
-        if (tr->o.dpo_loss == NNT_DPO_ORPO) {
+        if (o->dpo_loss == NNT_DPO_ORPO) {
             loss = orpo_term(beta, ac, ar, dc, dr);
         } else {
-            z = beta * (ac - ar) - tr->o.simpo_gamma;
+            z = beta * (ac - ar) - o->simpo_gamma;
             g = -beta / (1.0 + exp(z));
             loss = nnt_softplus(-z);
             *dc = g, *dr = -g;
@@ -355,13 +353,13 @@ static double pair_loss(const nnt_trainer *tr, double lc, double lr, int64_t nc,
         *dc /= (double)nc, *dr /= (double)nr;
         return loss;
     }
-    if (tr->o.dpo_loss == NNT_DPO_IPO) {   /* per-token averages (TRL: counts at least 1) */
+    if (o->dpo_loss == NNT_DPO_IPO) {   /* per-token averages (TRL: counts at least 1) */
         double ac = nc > 1 ? (double)nc : 1.0, ar = nr > 1 ? (double)nr : 1.0;
         double e = lc / ac - lr / ar - 1.0 / (2.0 * beta);
         *dc = 2.0 * e / ac, *dr = -2.0 * e / ar;
         return e * e;
     }
-    if (tr->o.dpo_loss == NNT_DPO_HINGE) {   /* relu(1 - z); its gradient 0 at the kink */
+    if (o->dpo_loss == NNT_DPO_HINGE) {   /* relu(1 - z); its gradient 0 at the kink */
         double g = 1.0 - z > 0 ? -beta : 0.0;
         *dc = g, *dr = -g;
         return 1.0 - z > 0 ? 1.0 - z : 0.0;
@@ -402,8 +400,8 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
         if (d->averaged)   /* (SimPO's and ORPO's: of the means) */
             chosen /= (double)d->counted[2 * j], rejected /= (double)d->counted[2 * j + 1];
         double dpi[2];
-        s->loss += pair_loss(tr, lc, lr, d->counted[2 * j], d->counted[2 * j + 1], &dpi[0],
-                             &dpi[1]);
+        s->loss += nnt_dpo_pair_loss(&tr->o, lc, lr, d->counted[2 * j], d->counted[2 * j + 1],
+                                     &dpi[0], &dpi[1]);
         s->correct += chosen > rejected;
         s->margin += chosen - rejected;
         s->pairs++;

@@ -149,6 +149,11 @@ const char *nnt_dpo_loss_name(int loss);
 int nnt_dpo_loss_free(int loss);
 /* What tr->dpo trains, for a line: "DPO", "CPO", "SimPO", "ORPO" or "reward model". */
 const char *nnt_dpo_kind(const nnt_trainer *tr);
+/* A pair's term of o's loss (o->dpo_loss, dpo_beta, simpo_gamma) from its rows' log ratios
+ * lc, lr (summed over their counted targets, nc and nr of them, >= 1 for SimPO and ORPO; the
+ * reference-free losses: the log-likelihoods); *dc, *dr its derivatives by lc and lr. */
+double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int64_t nc,
+                         int64_t nr, double *dc, double *dr);
 /* The loss and its parameters in words ("SimPO, beta 2 (TRL's CPOTrainer, ...)"), snprintf's
  * return. */
 int nnt_dpo_describe(const nnt_trainer_options *o, char *buf, size_t cap);
