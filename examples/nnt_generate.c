@@ -880,42 +880,24 @@ static int classify(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg,
     return rc ? lib_error("the classifier's forward", rc) : 0;
 }
 
-/* --classify's records: each one's line, ids, text (a labelled one's record, for its label)
- * and label (-1: none) */
+/* One of --classify's records: its line, ids and label (-1: none); a labelled one's record
+ * kept for its label (label_records) */
+typedef struct record {
+    int64_t line, label, len;
+    int32_t *ids;
+    char *labelled;
+} record;
+
 typedef struct records {
     int64_t n, cap, longest;
-    int64_t *line, *label, *len;
-    int32_t **ids;
-    char **labelled;
+    record *r;
 } records;
 
 static void records_free(records *r)
 {
     for (int64_t i = 0; i < r->n; i++)
-        free(r->ids[i]), free(r->labelled[i]);
-    free(r->line), free(r->label), free(r->len), free(r->ids), free(r->labelled);
-}
-
-/* room for one more record (NNT_E_NOMEM) */
-static int records_grow(records *r)
-{
-    if (r->n < r->cap)
-        return 0;
-    size_t cap = r->cap ? 2 * (size_t)r->cap : 64;
-    void *p[5] = {realloc(r->line, cap * sizeof *r->line), NULL, NULL, NULL, NULL};
-    r->line = p[0] ? p[0] : r->line;
-    if (p[0] && (p[1] = realloc(r->label, cap * sizeof *r->label)))
-        r->label = p[1];
-    if (p[1] && (p[2] = realloc(r->len, cap * sizeof *r->len)))
-        r->len = p[2];
-    if (p[2] && (p[3] = realloc(r->ids, cap * sizeof *r->ids)))
-        r->ids = p[3];
-    if (p[3] && (p[4] = realloc(r->labelled, cap * sizeof *r->labelled)))
-        r->labelled = p[4];
-    if (!p[4])
-        return NNT_E_NOMEM;
-    r->cap = (int64_t)cap;
-    return 0;
+        free(r->r[i].ids), free(r->r[i].labelled);
+    free(r->r);
 }
 
 /* One record (rec: a NUL-terminated line of JSON, len bytes): {"text": T}, or with a
@@ -934,14 +916,17 @@ static int record_of(nnt_sft *s, char *rec, size_t len, int64_t line, records *r
     if (rc == 0)
         rc = encode_text(s, text, strlen(text), &ids, &n);
     free(text);
-    if (rc == 0 && (rc = records_grow(r)) == 0) {
-        r->line[r->n] = line, r->label[r->n] = -1, r->len[r->n] = (int64_t)n;
-        r->ids[r->n] = ids;
-        r->labelled[r->n] = has_label ? strdup(rec) : NULL;
+    if (rc == 0 && r->n == r->cap) {   /* room for one more */
+        int64_t cap = r->cap ? 2 * r->cap : 64;
+        record *more = realloc(r->r, (size_t)cap * sizeof *more);
+        rc = more ? 0 : NNT_E_NOMEM;
+        r->r = more ? more : r->r, r->cap = more ? cap : r->cap;
+    }
+    if (rc == 0) {
+        record *at = &r->r[r->n++];
+        *at = (record){line, -1, (int64_t)n, ids, has_label ? strdup(rec) : NULL};
         r->longest = (int64_t)n > r->longest ? (int64_t)n : r->longest;
-        rc = has_label && !r->labelled[r->n] ? NNT_E_NOMEM : 0;
-        r->n++;
-        return rc ? lib_error("--classify", rc) : 0;
+        return has_label && !at->labelled ? lib_error("--classify", NNT_E_NOMEM) : 0;
     }
     free(ids);
     if (rc == NNT_E_NOMEM)
@@ -1001,21 +986,19 @@ static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64
     if (rc == 0 && L > 1)
         rc = nnt_sft_set_label_names(s, names, L);
     int status = rc ? lib_error("--classify", rc) : 0;
-    for (int64_t i = 0; status == 0 && i < r->n; i++) {
+    for (record *c = r->r; status == 0 && c < r->r + r->n; c++) {
         const int32_t *ids = NULL;
         size_t n = 0;
-        if (!r->labelled[i])
+        if (!c->labelled)
             continue;
-        rc = nnt_sft_encode_labelled(s, r->labelled[i], strlen(r->labelled[i]), &ids, &n,
-                                     &r->label[i]);
-        if (rc == 0 && r->label[i] >= L)
+        rc = nnt_sft_encode_labelled(s, c->labelled, strlen(c->labelled), &ids, &n, &c->label);
+        if (rc == 0 && c->label >= L)
             fprintf(stderr, "nnt-generate: --classify line %lld: label %lld, but the model has "
-                    "%lld labels\n", (long long)r->line[i], (long long)r->label[i],
-                    (long long)L);
+                    "%lld labels\n", (long long)c->line, (long long)c->label, (long long)L);
         else if (rc)
-            fprintf(stderr, "nnt-generate: --classify line %lld: %s\n", (long long)r->line[i],
+            fprintf(stderr, "nnt-generate: --classify line %lld: %s\n", (long long)c->line,
                     nnt_ctx_last_error(NULL));
-        status = rc || r->label[i] >= L ? 2 : 0;
+        status = rc || c->label >= L ? 2 : 0;
     }
     nnt_sft_destroy(s);
     free(buf), free(names);
@@ -1023,14 +1006,15 @@ static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64
 }
 
 /* One record's result as a JSON line: {"line": N, "label": K, "name": "...", "probabilities":
- * [...], "target": K} (a reward model: {"line": N, "score": X}) */
-static void print_record(const nnt_layer *model, const records *r, int64_t i, const float *row,
-                         int64_t L, double *p)
+ * [...], "target": K} (a reward model: {"line": N, "score": X}); the likeliest label (-1: a
+ * reward model's score) */
+static int64_t print_record(const nnt_layer *model, const record *c, const float *row,
+                            int64_t L, double *p)
 {
-    printf("{\"line\": %lld", (long long)r->line[i]);
+    printf("{\"line\": %lld", (long long)c->line);
     if (L == 1) {
         printf(", \"score\": %.6f}\n", row[0]);
-        return;
+        return -1;
     }
     int64_t best = label_probs(row, L, p);
     char name[256];
@@ -1044,9 +1028,10 @@ static void print_record(const nnt_layer *model, const records *r, int64_t i, co
     for (int64_t j = 0; j < L; j++)
         printf("%s%.6f", j ? ", " : "", p[j]);
     printf("]");
-    if (r->label[i] >= 0)
-        printf(", \"target\": %lld", (long long)r->label[i]);
+    if (c->label >= 0)
+        printf(", \"target\": %lld", (long long)c->label);
     printf("}\n");
+    return best;
 }
 
 /* --classify: the records in batches of B (the last one filled with copies of its first
@@ -1062,16 +1047,16 @@ static int classify_records(nnt_ctx *ctx, nnt_layer *model, const nnt_model_conf
     int rc = ids && n && out && p ? 0 : NNT_E_NOMEM;
     for (int64_t first = 0; rc == 0 && first < r->n; first += B) {
         for (int64_t b = 0; b < B; b++) {
-            int64_t i = first + b < r->n ? first + b : first;
-            memcpy(ids + b * T, r->ids[i], (size_t)r->len[i] * sizeof *ids);
-            n[b] = r->len[i];
+            const record *c = &r->r[first + b < r->n ? first + b : first];
+            memcpy(ids + b * T, c->ids, (size_t)c->len * sizeof *ids);
+            n[b] = c->len;
         }
         rc = pooled_logits(ctx, model, cfg, B, T, ids, n, out);
         for (int64_t b = 0; rc == 0 && b < B && first + b < r->n; b++) {
-            int64_t i = first + b;
-            print_record(model, r, i, out + b * L, L, p);
-            if (L > 1 && r->label[i] >= 0)
-                labelled++, hits += label_probs(out + b * L, L, p) == r->label[i];
+            const record *c = &r->r[first + b];
+            int64_t best = print_record(model, c, out + b * L, L, p);
+            if (L > 1 && c->label >= 0)
+                labelled++, hits += best == c->label;
         }
     }
     if (rc == 0) {

@@ -434,7 +434,7 @@ cls_accuracy_divisor|lib/train/trainer.c|s@    r->accuracy = labelled ? (double)
 trainer_accum_unchecked|lib/train/trainer.c|s@    if (o.accum >= 1 \&\& o.accum != opt->opts.accum_steps)@    if (0)@|trainer: an optimizer summing another number of micro-batches taken
 gen_cls_pooled_at|examples/nnt_generate.c|s@        memcpy(out + b \* L, logits + (b \* T + at\[b\]) \* L,@        memcpy(out + b * L, logits + (b * T + (at[b] > 0 ? at[b] - 1 : 0)) * L,@|nnt-generate on a classifier: the logits of the token before the pooled one
 gen_classify_pad_over_text|examples/nnt_generate.c|s@        for (int64_t t = n\[b\]; t < T; t++)@        for (int64_t t = n[b] > 1 ? n[b] - 1 : 0; t < T; t++)@|nnt-generate --classify: a short text last token overwritten by the padding
-gen_classify_accuracy_all|examples/nnt_generate.c|s@                labelled++, hits += label_probs(out + b \* L, L, p) == r->label\[i\];@                labelled++, hits += label_probs(out + b * L, L, p) >= 0;@|nnt-generate --classify: every labelled record counted a hit
+gen_classify_accuracy_all|examples/nnt_generate.c|s@                labelled++, hits += best == c->label;@                labelled++, hits += best >= 0;@|nnt-generate --classify: every labelled record counted a hit
 val_rows_whole|lib/train/trainer.c|s@    return val \&\& nnt_data_info_get(val, \&di) == 0 \&\& di.block > 0;@    return 0;@|held-out rows: a row more needed than B of them
 lora_cls_head_adapted|lib/models/lora.c|s@        return !is_head(m);@        return !(m->top \&\& strcmp(m->path, "lm_head") == 0);@|LoRA on a classifier: all-linear adapts the score head
 lora_cls_head_frozen|lib/models/lora.c|s@        if (p == keep)@        if (0)@|LoRA on a classifier: the head frozen with the base

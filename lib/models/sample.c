@@ -201,7 +201,8 @@ static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max, dou
         total += exp(((double)l[v] - max) / sm->temperature);
     *all = total;
     for (int64_t k = 64; k <= V / 32; k = k == 64 && V / 32 > 64 ? V / 32 : V) {
-        all_candidates(sm, l);
+        if (k > 64)   /* (the caller's candidates, in id order, for the first round) */
+            all_candidates(sm, l);
         first_k(sm->cand, V, k);
         double acc = 0.0, w = 0.0;
         for (int64_t j = 0; j < k; j++) {
@@ -213,7 +214,8 @@ static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max, dou
         if (k == 64 && acc + (double)(V / 32 - k) * w < sm->top_p * total)
             break;
     }
-    all_candidates(sm, l);
+    if (V / 32 >= 64)   /* (a round reordered them) */
+        all_candidates(sm, l);
     return 0;
 }
 
