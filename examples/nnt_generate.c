@@ -453,10 +453,7 @@ static int load_nf4(nnt_ctx *ctx, const char *source, const nnt_model_config *cf
     return rc;
 }
 
-/* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for B sequences of
- * T tokens, at most its context (of the source's configuration cfg); a checkpoint at its whole
- * context (the window of generation; memory follows the tokens decoded); *seq_out the
- * length it takes. */
+/* The model source the options name, and the option naming it */
 static const char *source_of(const opts *o)
 {
     return o->load_hf ? o->load_hf : o->load_llmc ? o->load_llmc : o->checkpoint;
@@ -499,11 +496,14 @@ static int relabel(const opts *o, nnt_model_config *cfg)
     return 0;
 }
 
+/* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for B sequences of
+ * T tokens, at most its context (of the source's configuration cfg); *seq_out the length it
+ * takes. */
 static int load_model(nnt_ctx *ctx, const opts *o, const nnt_model_config *cfg, int64_t B,
                       int64_t T, nnt_layer **model, int64_t *seq_out)
 {
     const char *source = source_of(o);
-    int64_t seq = o->checkpoint || T > cfg->max_seq ? cfg->max_seq : T;
+    int64_t seq = T > cfg->max_seq ? cfg->max_seq : T;
     *seq_out = seq;
     int rc = 0;
     if (o->quantize)
