@@ -197,13 +197,22 @@ static int parse_opts(int argc, char **argv, opts *o)
 /* --jsonl: the records into rows of T with their loss mask (tokenize_jsonl.c). */
 static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
 {
+    const char **names = NULL;   /* --label-names */
+    int64_t nnames = 0;
+    if (o->label_names && cli_names(o->label_names, &names, &nnames)) {
+        fprintf(stderr, "nnt-tokenize: --label-names: out of memory\n");
+        return 1;
+    }
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
-                    o->loss == 2, o->preference, o->num_labels, o->label_names};
+                    o->loss == 2, o->preference, o->num_labels, names, nnames};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);
+    if (names)
+        free((void *)names[0]);
+    free(names);
     if (rc == 0 && isatty(2)) {
         fprintf(stderr, "nnt-tokenize: %lld %s (%lld cut) in %lld rows of %lld, %lld "
                 "targets count in the loss", (long long)st.examples,

@@ -617,40 +617,35 @@ static int64_t run_labels(const trainer *t)
     return t->o.run.num_labels ? t->o.run.num_labels : t->cfg.num_labels;
 }
 
-/* The label names of the classifier directory dir (its config.json's id2label, as
- * transformers writes it) as a comma list for the records' labels, when it names its L
- * labels 0 .. L-1 and no name holds a comma; NULL otherwise (the records then give indexes,
- * or --label-names the names; the model's loader checks the names themselves). */
-static char *source_label_names(const char *dir, int64_t L)
+/* The names the records of a classifier of L labels may give their labels by: --label-names,
+ * else those of the classifier the run starts from (nnt_model_source_label_name: its
+ * config.json's id2label, as transformers writes it), else none (*names NULL: indexes only).
+ * *names as cli_names gives them (free names[0], then names); 0, or 1 (reported). */
+static int record_label_names(const trainer *t, int64_t L, const char ***names, int64_t *n)
 {
-    char path[4096], key[24], name[512];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "rb");
-    char *json = NULL, *map = NULL, *list = NULL;
-    long size = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (size > 0 && size < (1L << 26) && fseek(f, 0, SEEK_SET) == 0 &&
-        (json = malloc((size_t)size + 1)) && fread(json, 1, (size_t)size, f) == (size_t)size) {
-        json[size] = '\0';
-        map = malloc((size_t)size + 1);
-        list = malloc((size_t)size + 1);
+    const train_opts *o = &t->o;
+    *names = NULL, *n = 0;
+    if (L < 2)
+        return 0;
+    if (o->label_names)
+        return cli_names(o->label_names, names, n) ? lib_error("--label-names", NNT_E_NOMEM) : 0;
+    if (!o->load_hf || t->cfg.num_labels != L)
+        return 0;
+    enum { NAME_MAX_BYTES = 256 };   /* (a name: 1 to 255 bytes, nnt_model_set_label_names) */
+    const char **out = calloc((size_t)L, sizeof *out);
+    char *store = malloc((size_t)L * NAME_MAX_BYTES);
+    int rc = out && store ? 0 : NNT_E_NOMEM;
+    for (int64_t k = 0; rc == 0 && k < L; k++) {
+        out[k] = store + k * NAME_MAX_BYTES;
+        rc = nnt_model_source_label_name(NULL, o->load_hf, k, store + k * NAME_MAX_BYTES,
+                                         NAME_MAX_BYTES);
     }
-    int found = 0, ok = map && list &&
-        nnt_options_get(json, "id2label", map, (size_t)size + 1, &found) == 0 && found;
-    size_t at = 0;
-    for (int64_t k = 0; ok && k < L; k++) {
-        snprintf(key, sizeof key, "%lld", (long long)k);
-        ok = nnt_options_get(map, key, name, sizeof name, &found) == 0 && found && *name &&
-             !strchr(name, ',');
-        at += ok ? (size_t)snprintf(list + at, (size_t)size + 1 - at, "%s%s", k ? "," : "",
-                                    name) : 0;
-        ok = ok && at < (size_t)size;
+    if (rc) {
+        free(store), free(out);
+        return lib_error("--load-hf", rc);
     }
-    if (f)
-        fclose(f);
-    free(json), free(map);
-    if (!ok)
-        free(list);
-    return ok ? list : NULL;
+    *names = out, *n = L;
+    return 0;
 }
 
 /* --data or --val-data FILE.jsonl (format auto): prompt/answer records (TRL's forms) made
@@ -690,20 +685,23 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     snprintf(out, len, "%s/%.*s.%s", o->out_dir, (int)(strlen(base) - 6), base,
              which ? "val-tokens.bin" : "tokens.bin");
     nnt_tokenizer_vocab_size(tok, &vocab);
-    /* a classifier's records may name its labels: --label-names, else the directory's own */
-    char *dir_names = labels >= 2 && !o->label_names && o->load_hf &&
-                      t->cfg.num_labels == labels ? source_label_names(o->load_hf, labels) : NULL;
+    const char **names = NULL;   /* a classifier's records may name its labels */
+    int64_t nnames = 0;
     jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
                      o->jsonl_loss == 1, o->jsonl_loss == 2,
-                     pairs, labels >= 2 ? labels : 0,
-                     labels < 2 ? NULL : o->label_names ? o->label_names : dir_names};
-    jsonl_stats st;
+                     pairs, labels >= 2 ? labels : 0, NULL, 0};
+    jsonl_stats st = {0};
     char *inputs[1] = {(char *)*path};
-    rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
+    rc = record_label_names(t, labels, &names, &nnames);
+    jo.label_names = names, jo.nlabel_names = nnames;
+    rc = rc || make_dirs(o->out_dir) ? 1
+                                     : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
     nnt_tokenizer_destroy(tok);
-    free(dir_names);
+    if (names)
+        free((void *)names[0]);
+    free(names);
     if (rc) {
         fprintf(stderr, "nnt-train: %s %s: not made into a token file\n", option, *path);
         free(st.label_counts);

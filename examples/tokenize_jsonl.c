@@ -154,19 +154,6 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
     return rc;
 }
 
-/* Classification records' labels by the names of list (--label-names) */
-static int label_names(nnt_sft *s, const char *list)
-{
-    const char **names = NULL;
-    int64_t n = 0;
-    if (cli_names(list, &names, &n))
-        return fail_lib("--label-names", NNT_E_NOMEM);
-    int rc = nnt_sft_set_label_names(s, names, n);
-    free((void *)names[0]);
-    free(names);
-    return rc ? fail_lib("--label-names", rc) : 0;
-}
-
 int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs, int ninputs,
                    const char *out, int bits, int64_t vocab, jsonl_stats *st)
 {
@@ -189,9 +176,9 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     free(found);
     if (rc)
         return fail_lib("nnt_sft_create", rc);
-    if (o->label_names && (rc = label_names(s, o->label_names))) {
+    if (o->label_names && (rc = nnt_sft_set_label_names(s, o->label_names, o->nlabel_names))) {
         nnt_sft_destroy(s);
-        return rc;
+        return fail_lib("--label-names", rc);
     }
     nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
     wo.bits = bits, wo.vocab = vocab, wo.mask = 1, wo.block = o->seq;

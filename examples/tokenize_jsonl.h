@@ -21,8 +21,9 @@ typedef struct jsonl_opts {
     int64_t num_labels;               /* >= 2: classification records {"text", "label"}:
                                          the text, then its label (below num_labels), the
                                          one target that counts; 0: none                   */
-    const char *label_names;          /* classification records' labels may be these names
-                                         (comma-separated; NULL: indices only)             */
+    const char *const *label_names;   /* classification records' labels may be these names
+                                         (nlabel_names of them; NULL: indices only)        */
+    int64_t nlabel_names;
 } jsonl_opts;
 
 typedef struct jsonl_stats {

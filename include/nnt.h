@@ -1408,6 +1408,14 @@ NNT_API int nnt_model_set_label_names(nnt_layer *model, const char *const *names
 /* The name of a classifier's label k into buf (size bytes with its NUL): its name, else
  * "LABEL_k"; NNT_E_INVAL when it does not fit. New in 0.3. */
 NNT_API int nnt_model_label_name(const nnt_layer *model, int64_t k, char *buf, size_t size);
+/* The name of label k of the classifier a model source holds (a source as
+ * nnt_model_source_config takes it: a Hugging Face directory's config.json id2label, a
+ * training checkpoint's recorded names) into buf (size bytes with its NUL), without building
+ * the model: what nnt_model_label_name gives once it is loaded ("LABEL_k" when the source
+ * names none). A language model's source (num_labels 0) or k outside [0, num_labels):
+ * NNT_E_INVAL; ctx may be NULL. New in 0.4. */
+NNT_API int nnt_model_source_label_name(nnt_ctx *ctx, const char *source, int64_t k,
+                                        char *buf, size_t size);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM,
  * Gemma3ForCausalLM, Gemma2ForCausalLM,

@@ -666,6 +666,20 @@ inline model_config model_source_config(std::string_view source)
     check(nnt_model_source_config(nullptr, detail::cstr(source).c_str(), &c));
     return c;
 }
+/* The names of the labels of the classifier a source holds, without building it
+ * (nnt_model_source_label_name; new in 0.4). */
+inline std::vector<std::string> model_source_label_names(std::string_view source)
+{
+    const std::string path = detail::cstr(source);
+    const model_config c = model_source_config(path);
+    std::vector<std::string> names;
+    char buf[256];
+    for (std::int64_t k = 0; k < c.num_labels; k++) {
+        check(nnt_model_source_label_name(nullptr, path.c_str(), k, buf, sizeof buf));
+        names.emplace_back(buf);
+    }
+    return names;
+}
 inline tiling model_tiling(context &ctx, const nnt_model_config &cfg, std::int64_t B,
                            std::int64_t T, const nnt_tiling *overrides = nullptr)
 {

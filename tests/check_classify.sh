@@ -153,6 +153,17 @@ grep -q '"label": "\\"so-so\\""}' "$tmp/dirnamed.jsonl" || { echo "FAIL: no quot
     --out "$tmp/dirnamed" > "$tmp/dirnamed.out" 2>&1 &&
     grep -q "dirnamed.jsonl: 12 examples (labels 0: 4, 1: 4, 2: 4)" "$tmp/dirnamed.out" ||
     { echo "FAIL: records naming the directory's labels"; grep -i 'records\|nnt-train:' "$tmp/dirnamed.out"; fail=1; }
+# names holding commas (nnt_model_source_label_name reads them; a list could not pass them)
+mkdir -p "$tmp/comma_hf" && cp "$tmp/named_hf"/* "$tmp/comma_hf/" &&
+    sed 's/"0": "bad"/"0": "bad, really"/; s/"bad": 0/"bad, really": 0/' \
+        "$tmp/named_hf/config.json" > "$tmp/comma_hf/config.json"
+grep -q '"0": "bad, really"' "$tmp/comma_hf/config.json" || { echo "FAIL: no name with a comma made"; fail=1; }
+sed 's/"label": "bad"}$/"label": "bad, really"}/' "$tmp/dirnamed.jsonl" > "$tmp/dircomma.jsonl"
+"$prog" --tokenizer-json "$tokdir/tokenizer.json" --data "$tmp/dircomma.jsonl" \
+    --load-hf "$tmp/comma_hf" --seq 48 --batch 4 --steps 1 --sample 0 --val-split 0 --no-save \
+    --out "$tmp/dircomma" > "$tmp/dircomma.out" 2>&1 &&
+    grep -q "dircomma.jsonl: 12 examples (labels 0: 4, 1: 4, 2: 4)" "$tmp/dircomma.out" ||
+    { echo "FAIL: records naming a directory's labels with commas"; grep -i 'records\|nnt-train:' "$tmp/dircomma.out"; fail=1; }
 sed 's/"label": "bad"}$/"label": "awful"}/' "$tmp/dirnamed.jsonl" > "$tmp/dirbad.jsonl"
 "$prog" --tokenizer-json "$tokdir/tokenizer.json" --data "$tmp/dirbad.jsonl" \
     --load-hf "$tmp/named_hf" --seq 48 --batch 4 --steps 1 --sample 0 --val-split 0 --no-save \

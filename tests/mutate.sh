@@ -411,7 +411,7 @@ free_empty_row_taken|lib/train/dpo.c|s@        if (d->averaged \&\& !d->counted\
 free_alone_refused|lib/train/trainer.c|s@    if (o->dpo_beta > 0 \&\& !data \&\& !nnt_dpo_loss_free(o->dpo_loss))@    if (o->dpo_beta > 0 \&\& !data)@|CPO, SimPO, ORPO: validation alone refused for want of a reference they do not need
 nucleus_first_short|lib/models/sample.c|s@^                return j + 1;@                return j;@|top_p: the nucleus found among the first candidates one token short
 nucleus_total_untempered|lib/models/sample.c|s@        total += exp(((double)l\[v\] - max) / sm->temperature);@        total += exp((double)l[v] - max);@|top_p: the weights of all tokens summed without the temperature
-train_dir_names_unread|examples/nnt_train.c|s@t->cfg.num_labels == labels ? source_label_names(o->load_hf, labels) : NULL;@t->cfg.num_labels == labels ? NULL : NULL;@|nnt-train: records naming the labels of the classifier directory they train refused
+train_dir_names_unread|examples/nnt_train.c|s@    \*names = out, \*n = L;@    *names = NULL, *n = 0;@|nnt-train: records naming the labels of the classifier directory they train refused
 rpo_alpha_ignored|lib/train/dpo.c|s@    d->nll_weight = !d->ref_free ? o->rpo_alpha$@    d->nll_weight = !d->ref_free ? 0.0@|RPO: DPO without the chosen nll term whatever rpo_alpha
 cli_cpo_alpha_default|examples/train_opts.c|s@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",@    OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "0", RES, "X",@|nnt-train: --cpo-alpha 0 by default, not TRL 1
 pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k = k0;@|preference records: the completions counted from the chosen side start only
@@ -435,6 +435,8 @@ trainer_accum_unchecked|lib/train/trainer.c|s@    if (o.accum >= 1 \&\& o.accum 
 gen_cls_pooled_at|examples/nnt_generate.c|s@        memcpy(out + b \* L, logits + (b \* T + at\[b\]) \* L,@        memcpy(out + b * L, logits + (b * T + (at[b] > 0 ? at[b] - 1 : 0)) * L,@|nnt-generate on a classifier: the logits of the token before the pooled one
 gen_classify_pad_over_text|examples/nnt_generate.c|s@        for (int64_t t = n\[b\]; t < T; t++)@        for (int64_t t = n[b] > 1 ? n[b] - 1 : 0; t < T; t++)@|nnt-generate --classify: a short text last token overwritten by the padding
 gen_classify_accuracy_all|examples/nnt_generate.c|s@                labelled++, hits += best == c->label;@                labelled++, hits += best >= 0;@|nnt-generate --classify: every labelled record counted a hit
+source_names_state_as_dir|lib/models/source.c|s@    NNT_TRY(kind == SOURCE_HF@    NNT_TRY(kind != SOURCE_STATE@|nnt_model_source_label_name: a training checkpoint read as the config.json of a directory
+source_names_default_k|lib/models/transformer.c|s@    const char \*name = nnt_label_name_at(names, k, dflt, sizeof dflt);@    const char *name = nnt_label_name_at(names, k ? k - 1 : 0, dflt, sizeof dflt);@|label names: label k given the name of label k - 1
 val_rows_whole|lib/train/trainer.c|s@    return val \&\& nnt_data_info_get(val, \&di) == 0 \&\& di.block > 0;@    return 0;@|held-out rows: a row more needed than B of them
 lora_cls_head_adapted|lib/models/lora.c|s@        return !is_head(m);@        return !(m->top \&\& strcmp(m->path, "lm_head") == 0);@|LoRA on a classifier: all-linear adapts the score head
 lora_cls_head_frozen|lib/models/lora.c|s@        if (p == keep)@        if (0)@|LoRA on a classifier: the head frozen with the base

@@ -814,6 +814,82 @@ START_TEST(label_names)
 }
 END_TEST
 
+/* Each label of the classifier source names named as want (NULL: LABEL_k), through
+ * nnt_model_source_label_name */
+static void expect_source_names(const char *source, const char *const *want, const char *where)
+{
+    char name[300], dflt[32];
+    for (int k = 0; k < 3; k++) {
+        snprintf(dflt, sizeof dflt, "LABEL_%d", k);
+        EXPECT_OK(nnt_model_source_label_name(ctx, source, k, name, sizeof name));
+        ck_assert_msg(strcmp(name, want ? want[k] : dflt) == 0, "%s: label %d named '%s', "
+                      "not '%s'", where, k, name, want ? want[k] : dflt);
+    }
+}
+
+/* A source's label names without its model (nnt_model_source_label_name): a directory's
+ * id2label (escapes, a non-ASCII name; names holding commas), the defaults, a training
+ * checkpoint's (the file and the directory holding it), what the loaded model says;
+ * refusals. */
+START_TEST(source_label_names)
+{
+    static const char *const names[3] = {"n\xc3\xa9gatif", "say \"maybe\"", "positive\\ok"};
+    static const char *const commas[3] = {"so, so", "a,b", ","};
+    expect_source_names(path_of("llama_named"), names, "llama_named");
+    expect_source_names(path_of("llama_cls"), NULL, "llama_cls");
+    nnt_layer *m = load("llama_cls", 0);
+    EXPECT_OK(nnt_model_set_label_names(m, commas, 3));
+    EXPECT_OK(nnt_model_save_hf(m, test_tmp_path("commas")));
+    expect_source_names(test_tmp_path("commas"), commas, "names with commas, saved");
+    nnt_layer *back = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, test_tmp_path("commas"), B, T, NULL, &back));
+    expect_names(back, commas, "names with commas, loaded");
+
+    /* a training checkpoint: the file, and the directory holding checkpoint.safetensors */
+    ck_assert_int_eq(mkdir(test_tmp_path("ck"), 0755), 0);
+    nnt_optim *opt = adamw(m);
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    EXPECT_OK(nnt_train_state_save(opt, test_tmp_path("ck/checkpoint.safetensors"), &st));
+    expect_source_names(test_tmp_path("ck/checkpoint.safetensors"), commas, "checkpoint file");
+    expect_source_names(test_tmp_path("ck"), commas, "checkpoint directory");
+    EXPECT_OK(nnt_model_set_label_names(m, NULL, 0));
+    EXPECT_OK(nnt_train_state_save(opt, test_tmp_path("plain.safetensors"), &st));
+    expect_source_names(test_tmp_path("plain.safetensors"), NULL, "checkpoint, no names");
+
+    /* refusals */
+    const char *fn = "nnt_model_source_label_name";
+    char buf[64], small[6];
+    EXPECT_FAIL_NAMING(nnt_model_source_label_name(ctx, path_of("llama_named"), 3, buf,
+                                                   sizeof buf), NNT_E_INVAL, fn,
+                       "not one of its labels");
+    EXPECT_FAIL_NAMING(nnt_model_source_label_name(ctx, path_of("llama_named"), -1, buf,
+                                                   sizeof buf), NNT_E_INVAL, fn,
+                       "label -1");
+    EXPECT_FAIL_NAMING(nnt_model_source_label_name(ctx, path_of("llama_named"), 0, small,
+                                                   sizeof small), NNT_E_INVAL, fn, "size 6");
+    EXPECT_FAIL_NAMING(nnt_model_source_label_name(ctx, path_of("llama_lm"), 0, buf,
+                                                   sizeof buf), NNT_E_INVAL, fn,
+                       "a language model");
+    EXPECT_FAIL_NAMING(nnt_model_source_label_name(NULL, "gpt2", 0, buf, sizeof buf),
+                       NNT_E_INVAL, fn, "a language model");
+    EXPECT_FAIL_NAMING(nnt_model_source_label_name(ctx, path_of("llama_named"), 0, NULL, 8),
+                       NNT_E_INVAL, fn, "buf");
+    EXPECT_FAIL_NAMING(nnt_model_source_label_name(ctx, test_tmp_path("absent"), 0, buf,
+                                                   sizeof buf), NNT_E_IO, fn, "absent");
+    char *bad = file_text(test_tmp_path("commas"), "config.json");
+    char *key = strstr(bad, "\"2\": \",\"");   /* id2label's third key */
+    ck_assert_ptr_nonnull(key);
+    key[1] = '7';
+    test_write_config(test_tmp_path("badnames"), bad);
+    EXPECT_FAIL_NAMING(nnt_model_source_label_name(ctx, test_tmp_path("badnames"), 0, buf,
+                                                   sizeof buf), NNT_E_FORMAT, fn,
+                       "id2label's key \"7\"");
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(back);
+    nnt_layer_destroy(m);
+}
+END_TEST
+
 typedef struct rm_log {
     double loss[STEPS + 1], accuracy[STEPS + 1], margin[STEPS + 1], val_loss;
 } rm_log;
@@ -1091,6 +1167,7 @@ int main(void)
     tcase_add_loop_test(tc, lora_classifier, 0, 6);
     tcase_add_test(tc, lora_classifier_add);
     tcase_add_test(tc, label_names);
+    tcase_add_test(tc, source_label_names);
     tcase_add_loop_test(tc, reward_trainer, 0, 3);
     tcase_add_test(tc, reward_trainer_refusals);
     suite_add_tcase(s, tc);

@@ -787,6 +787,14 @@ void test_classifier(nnt::context &ctx)
     EXPECT_ERROR(NNT_E_INVAL, "label 1 of 1", m.label_name(1));
     m.set_label_names({});
     EXPECT(m.label_name(0) == "LABEL_0");
+    /* a source's names without its model: a classifier directory's id2label */
+    const std::vector<std::string> named = nnt::model_source_label_names(
+        fixture("cls_tiny/llama_named"));
+    EXPECT(named.size() == 3 && named[0] == "n\xc3\xa9gatif" && named[1] == "say \"maybe\"" &&
+           named[2] == "positive\\ok");
+    EXPECT(nnt::model_source_label_names(fixture("cls_tiny/llama_lm")).empty());
+    EXPECT_ERROR(NNT_E_IO, "nnt_model_source_config",
+                 nnt::model_source_label_names(tmpdir + "/absent"));
 }
 
 int main()

@@ -99,6 +99,13 @@ int nnt_model_config_label_names(nnt_ctx *ctx, const char *fn, const char *what,
 /* The same from dir/config.json */
 int nnt_model_label_names_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
                                    int64_t num_labels, char ***names);
+/* The same from a training-state file's configuration (lib/optim/state.c) */
+int nnt_model_train_state_label_names(nnt_ctx *ctx, const char *fn, const char *path,
+                                      int64_t num_labels, char ***names);
+/* names[k] (NULL: the default LABEL_k) into buf of size bytes; NNT_E_INVAL naming fn when it
+ * does not fit */
+int nnt_label_name_into(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t k,
+                        char *buf, size_t size);
 /* model's label names set to those of text (nnt_model_config_label_names), or to those of
  * dir/config.json (text NULL); nothing changes when they are absent or the defaults. */
 int nnt_model_label_names_load(nnt_layer *model, const char *fn, const char *dir,

@@ -118,6 +118,30 @@ NNT_API int nnt_model_source_config(nnt_ctx *ctx, const char *source, nnt_model_
                     "it to nnt_model_open (GPT-2)", fn, path);
 }
 
+NNT_API int nnt_model_source_label_name(nnt_ctx *ctx, const char *source, int64_t k,
+                                        char *buf, size_t size)
+{
+    const char *fn = "nnt_model_source_label_name";
+    char path[NNT_MODEL_PATH_MAX];
+    source_kind kind;
+    nnt_model_config cfg;
+    if (!buf || size == 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: buf %p, size %zu", fn, (void *)buf, size);
+    NNT_TRY(classify(ctx, fn, source, &kind, path));
+    NNT_TRY(nnt_model_source_config(ctx, source, &cfg));
+    if (cfg.num_labels < 1 || k < 0 || k >= cfg.num_labels)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: label %lld of %s: %s", fn, (long long)k, source,
+                        cfg.num_labels < 1 ? "a language model, not a classifier (num_labels 0)"
+                                           : "not one of its labels");
+    char **names = NULL;   /* (presets and llm.c files are language models) */
+    NNT_TRY(kind == SOURCE_HF
+                ? nnt_model_label_names_read_dir(ctx, fn, path, cfg.num_labels, &names)
+                : nnt_model_train_state_label_names(ctx, fn, path, cfg.num_labels, &names));
+    int rc = nnt_label_name_into(ctx, fn, (const char *const *)names, k, buf, size);
+    nnt_label_names_free(names, cfg.num_labels);
+    return rc;
+}
+
 /* Created from cfg (or the preset's) and initialised from seed. */
 static int create(nnt_ctx *ctx, const char *preset, const nnt_model_config *cfg, int64_t B,
                   int64_t T, const nnt_tiling *tiling, uint64_t seed, nnt_layer **out)

@@ -787,12 +787,18 @@ NNT_API int nnt_model_label_name(const nnt_layer *model, int64_t k, char *buf, s
     if (k < 0 || k >= m->cfg.num_labels || !buf || size == 0)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: label %lld of %lld, buf %p, size %zu",
                         fn, (long long)k, (long long)m->cfg.num_labels, (void *)buf, size);
+    return nnt_label_name_into(model->ctx, fn, (const char *const *)m->label_names, k, buf,
+                               size);
+}
+
+int nnt_label_name_into(nnt_ctx *ctx, const char *fn, const char *const *names, int64_t k,
+                        char *buf, size_t size)
+{
     char dflt[32];
-    const char *name = nnt_label_name_at((const char *const *)m->label_names, k, dflt,
-                                         sizeof dflt);
+    const char *name = nnt_label_name_at(names, k, dflt, sizeof dflt);
     if (strlen(name) >= size)
-        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the name of label %lld has %zu bytes: "
-                        "size %zu is too small", fn, (long long)k, strlen(name), size);
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: the name of label %lld has %zu bytes: size %zu "
+                        "is too small", fn, (long long)k, strlen(name), size);
     memcpy(buf, name, strlen(name) + 1);
     return NNT_OK;
 }

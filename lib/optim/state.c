@@ -694,6 +694,20 @@ int nnt_model_train_state_config(nnt_ctx *ctx, const char *path, nnt_model_confi
     return NNT_OK;
 }
 
+int nnt_model_train_state_label_names(nnt_ctx *ctx, const char *fn, const char *path,
+                                      int64_t num_labels, char ***names)
+{
+    nnt_st_reader *r = NULL;
+    state_meta sm;
+    nnt_model_config cfg;
+    *names = NULL;
+    NNT_TRY(open_model_state(ctx, fn, path, &r, &sm, &cfg));
+    int rc = nnt_model_config_label_names(ctx, fn, path, sm.values[META_MODEL],
+                                          strlen(sm.values[META_MODEL]), num_labels, names);
+    nnt_st_close(r);
+    return rc;
+}
+
 int nnt_model_load_train_state(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
                                const nnt_tiling *tiling, nnt_train_state *st, nnt_layer **out)
 {
