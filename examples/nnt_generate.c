@@ -848,8 +848,48 @@ static int64_t label_probs(const float *row, int64_t L, double *p)
     return best;
 }
 
+/* A classifier trained on values (problem_type): the row's values (regression), or each
+ * label's own probability sigmoid(logit) (multi-label) into p */
+static void values_of(const float *row, int64_t L, int problem, double *p)
+{
+    for (int64_t k = 0; k < L; k++)
+        p[k] = problem == NNT_PROBLEM_MULTI_LABEL ? 1.0 / (1.0 + exp(-(double)row[k]))
+                                                  : (double)row[k];
+}
+
+/* A multi-label classifier's labels whose probability is above 0.5 (p), printed as a list:
+ * ", " between them (json: a JSON array's items), or "none" */
+static void print_labels_above(const double *p, int64_t L, int json)
+{
+    int any = 0;
+    for (int64_t k = 0; k < L; k++)
+        if (p[k] > 0.5)
+            printf("%s%lld", any++ ? json ? ", " : " " : "", (long long)k);
+    if (!any && !json)
+        printf("none");
+}
+
+/* A classifier trained on values on the prompt: each label's value (regression) or
+ * probability and the labels above 0.5 (multi-label) */
+static void classify_values(const nnt_layer *model, const nnt_model_config *cfg,
+                            const float *row, double *p)
+{
+    int64_t L = cfg->num_labels;
+    int multi = cfg->problem_type == NNT_PROBLEM_MULTI_LABEL;
+    values_of(row, L, cfg->problem_type, p);
+    for (int64_t k = 0; k < L; k++) {
+        printf("%s %lld  %.6f", multi ? "label" : "value", (long long)k, p[k]);
+        print_label_name(model, k);
+    }
+    if (multi) {
+        printf("predicted labels ");
+        print_labels_above(p, L, 0);
+        printf("\n");
+    }
+}
+
 /* A classifier on the prompt: each label's probability and the likeliest one; a reward
- * model's (one label) score. */
+ * model's (one label) score; a classifier trained on values, classify_values. */
 static int classify(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg, int64_t T,
                     const int32_t *prompt, size_t nprompt)
 {
@@ -865,9 +905,11 @@ static int classify(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg,
         memcpy(ids, prompt, nprompt * sizeof *ids);
         rc = pooled_logits(ctx, model, cfg, 1, T, ids, &n, row);
     }
-    if (rc == 0 && L == 1)
+    if (rc == 0 && cfg->problem_type != NNT_PROBLEM_DEFAULT)
+        classify_values(model, cfg, row, p);
+    else if (rc == 0 && L == 1)
         printf("score %.6f\n", row[0]);
-    if (rc == 0 && L > 1) {
+    else if (rc == 0 && L > 1) {
         int64_t best = label_probs(row, L, p);
         for (int64_t k = 0; k < L; k++) {
             printf("label %lld  %.6f", (long long)k, p[k]);
@@ -1005,13 +1047,39 @@ static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64
     return status;
 }
 
+/* A classifier trained on values reads no label of a record: 0, or 2 naming the first
+ * record that has one (reported) */
+static int unlabelled_records(const char *file, const records *r)
+{
+    for (const record *c = r->r; c < r->r + r->n; c++)
+        if (c->labelled)
+            return usage("--classify %s line %lld: a record with a label, but the classifier is "
+                         "trained on values (problem_type regression or multi-label): its "
+                         "records give texts alone", file, (long long)c->line);
+    return 0;
+}
+
 /* One record's result as a JSON line: {"line": N, "label": K, "name": "...", "probabilities":
- * [...], "target": K} (a reward model: {"line": N, "score": X}); the likeliest label (-1: a
- * reward model's score) */
+ * [...], "target": K} (a reward model: {"line": N, "score": X}; regression: {"line": N,
+ * "values": [...]}; multi-label: {"line": N, "labels": [K, ...], "probabilities": [...]});
+ * the likeliest label (-1: none) */
 static int64_t print_record(const nnt_layer *model, const record *c, const float *row,
-                            int64_t L, double *p)
+                            int64_t L, int problem, double *p)
 {
     printf("{\"line\": %lld", (long long)c->line);
+    if (problem != NNT_PROBLEM_DEFAULT) {
+        values_of(row, L, problem, p);
+        if (problem == NNT_PROBLEM_MULTI_LABEL) {
+            printf(", \"labels\": [");
+            print_labels_above(p, L, 1);
+            printf("]");
+        }
+        printf(", \"%s\": [", problem == NNT_PROBLEM_MULTI_LABEL ? "probabilities" : "values");
+        for (int64_t j = 0; j < L; j++)
+            printf("%s%.6f", j ? ", " : "", p[j]);
+        printf("]}\n");
+        return -1;
+    }
     if (L == 1) {
         printf(", \"score\": %.6f}\n", row[0]);
         return -1;
@@ -1054,8 +1122,8 @@ static int classify_records(nnt_ctx *ctx, nnt_layer *model, const nnt_model_conf
         rc = pooled_logits(ctx, model, cfg, B, T, ids, n, out);
         for (int64_t b = 0; rc == 0 && b < B && first + b < r->n; b++) {
             const record *c = &r->r[first + b];
-            int64_t best = print_record(model, c, out + b * L, L, p);
-            if (L > 1 && c->label >= 0)
+            int64_t best = print_record(model, c, out + b * L, L, cfg->problem_type, p);
+            if (best >= 0 && c->label >= 0)
                 labelled++, hits += best == c->label;
         }
     }
@@ -1124,7 +1192,9 @@ int main(int argc, char **argv)
     if (rc == 0 && o.classify && recs.longest > seq)
         rc = usage("--classify %s: a text of %lld tokens, more than the classifier's context "
                    "(%lld)", o.classify, (long long)recs.longest, (long long)seq);
-    if (rc == 0 && o.classify && cfg.num_labels > 1)
+    if (rc == 0 && o.classify && cfg.problem_type != NNT_PROBLEM_DEFAULT)
+        rc = unlabelled_records(o.classify, &recs);
+    else if (rc == 0 && o.classify && cfg.num_labels > 1)
         rc = label_records(model, tok, cfg.num_labels, &recs);
     if (rc == 0 && o.classify)
         rc = classify_records(ctx, model, &cfg, o.batch, seq, &recs);

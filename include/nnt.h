@@ -634,8 +634,10 @@ typedef enum nnt_layer_kind {
     NNT_LAYER_MODEL = 12,         /* a transformer of nnt_model_create (new in 0.3)           */
     NNT_LAYER_SOFTCAP = 13,       /* (...) -> tanh(x / cap) cap: Gemma 2's final logits (0.3) */
     NNT_LAYER_SCALE = 14,         /* (...) -> x / d in place: Granite's logits (0.3)          */
-    NNT_LAYER_PAIRWISE = 15       /* scores (B, ..., 1) -> the pairwise loss of reward models
+    NNT_LAYER_PAIRWISE = 15,      /* scores (B, ..., 1) -> the pairwise loss of reward models
                                      (nnt_layer_pairwise_create; 0.3)                          */
+    NNT_LAYER_LABEL_VALUES = 16   /* logits (B, ..., L) -> the regression or multi-label loss
+                                     of classifiers (nnt_layer_label_values_create; 0.4)      */
 } nnt_layer_kind;
 
 /* Flags of nnt_layer_linear_create. */
@@ -699,6 +701,32 @@ NNT_API int nnt_layer_pairwise_create(nnt_ctx *ctx, int32_t ignore_index, double
 /* The center of layer's pairwise loss (the layer's own, or its model's: a reward model's
  * loss is created with center 0); NNT_E_INVAL when it has none. New in 0.3. */
 NNT_API int nnt_layer_set_pairwise_center(nnt_layer *layer, double center);
+/* What a classifier is trained for (nnt_model_config.problem_type, transformers'
+ * problem_type; the loss of nnt_layer_label_values_create). New in 0.4. */
+#define NNT_PROBLEM_DEFAULT 0     /* num_labels >= 2: one label a row, the cross-entropy over
+                                     the labels ("single_label_classification"); 1: a reward
+                                     model's pairwise loss (nnt_layer_pairwise_create)        */
+#define NNT_PROBLEM_REGRESSION 1  /* "regression": the mean squared error between the pooled
+                                     logits and num_labels values a row                        */
+#define NNT_PROBLEM_MULTI_LABEL 2 /* "multi_label_classification": the mean over the labels and
+                                     rows of the binary cross-entropy of sigmoid(logit) against
+                                     a value in [0, 1] a label (1: the row has it)             */
+/* The loss of a classifier trained on values (transformers' regression and multi-label
+ * classification): logits (B, ..., L), targets (B, ...) int32 of which each row holds exactly
+ * one that is not ignore_index, marking the row's pooled position (its value is not used;
+ * nnt_model_pool_targets), and L values a row (nnt_layer_set_label_values). With z the logits
+ * at the pooled positions and y the values, the loss is the mean over the B rows and L labels
+ * of (z - y)^2 (problem NNT_PROBLEM_REGRESSION: torch's MSELoss) or of
+ * max(z, 0) - z y + log(1 + exp(-|z|)) (NNT_PROBLEM_MULTI_LABEL: BCEWithLogitsLoss);
+ * nnt_layer_set_targets_ex's divisor replaces B (gradient accumulation). New in 0.4. */
+NNT_API int nnt_layer_label_values_create(nnt_ctx *ctx, int32_t ignore_index, int problem,
+                                          nnt_layer **out);
+/* The values (B, L) row by row (n = B * L floats, copied) the next forwards of layer's
+ * label-values loss (the layer's own, or its model's: a classifier of problem_type
+ * NNT_PROBLEM_REGRESSION or NNT_PROBLEM_MULTI_LABEL) compare the pooled logits with; finite,
+ * and in [0, 1] for multi-label. NULL: forget them (a forward with targets then fails,
+ * NNT_E_STATE). NNT_E_INVAL when layer has no such loss. New in 0.4. */
+NNT_API int nnt_layer_set_label_values(nnt_layer *layer, const float *values, int64_t n);
 /* A chain of n children; takes ownership of them (also on failure: they are destroyed). */
 NNT_API int nnt_layer_sequential_create(nnt_ctx *ctx, int n, nnt_layer *const *children,
                                         nnt_layer **out);
@@ -1309,12 +1337,19 @@ typedef struct nnt_model_config {
                                      models (nnt_layer_pairwise_create)                      */
     int has_pad_token;            /* pad_token_id is set (config.json's pad_token_id)        */
     int64_t pad_token_id;         /* the padding id the pooling of a classifier skips        */
+    /* new in 0.4 (taken from the room below) */
+    int problem_type;             /* a classifier's loss: NNT_PROBLEM_DEFAULT (the cross-entropy
+                                     over its labels; one label: a reward model's pairwise
+                                     loss), NNT_PROBLEM_REGRESSION or NNT_PROBLEM_MULTI_LABEL
+                                     (nnt_layer_label_values_create; config.json's
+                                     problem_type)                                            */
+    int reserved_int;             /* 0 (keeps the words below aligned)                       */
     /* 0. The library writes whole configurations (nnt_model_preset, nnt_model_config_of,
      * nnt_model_hf_config, ...) into structures the caller need not initialise, so the
      * size of this one never changes: a later version's fields take this room (0 in them
      * keeping today's behaviour), and a library older than them refuses a configuration
      * whose reserved words are not 0 (NNT_E_UNSUPPORTED). New in 0.3. */
-    uint64_t reserved[57];
+    uint64_t reserved[56];
 } nnt_model_config;
 
 /* nnt_model_config.mlp_gelu: the tanh approximation (Hugging Face's hidden_act "gelu_new",
@@ -1348,7 +1383,7 @@ typedef struct nnt_model_config {
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, { 0 } }
+      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, 0, 0, { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

@@ -919,6 +919,13 @@ public:
     {
         check(nnt_layer_set_pairwise_center(h(), center));
     }
+    /* The values (B * num_labels, row by row) of this layer's (or a classifier's)
+     * regression or multi-label loss (nnt_layer_set_label_values; new in 0.4). */
+    void set_label_values(const std::vector<float> &values)
+    {
+        check(nnt_layer_set_label_values(h(), values.data(),
+                                         static_cast<std::int64_t>(values.size())));
+    }
     /* Backward of the last forward; dy null for a layer with targets. Returns dx (owned by
      * the layer; null for an embedding). Gradients accumulate. */
     tensor_ref backward(tensor_ref dy = {})
@@ -1248,6 +1255,14 @@ public:
     {
         return detail::make<layer>([&](nnt_layer **o) {
             return nnt_layer_pairwise_create(ctx.get(), ignore_index, center, o);
+        });
+    }
+    /* The regression or multi-label loss of classifiers (nnt_layer_label_values_create(3),
+     * problem NNT_PROBLEM_REGRESSION or NNT_PROBLEM_MULTI_LABEL; new in 0.4). */
+    static layer label_values(context &ctx, int problem, std::int32_t ignore_index = -1)
+    {
+        return detail::make<layer>([&](nnt_layer **o) {
+            return nnt_layer_label_values_create(ctx.get(), ignore_index, problem, o);
         });
     }
     /* Takes the children (they are empty afterwards, also when this throws: the C function

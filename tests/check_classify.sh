@@ -350,5 +350,41 @@ for k in 1 2 3; do
     [ "$st" -eq 2 ] && grep -q -- "$why" "$tmp/badcls.out" ||
         { echo "FAIL: nnt-generate $bad: status $st (not 2) or not: $why"; cat "$tmp/badcls.out"; fail=1; }
 done
+# classifiers trained on values (tests/gen_values_fixtures.py: transformers' regression and
+# multi-label problem types): nnt-generate prints each label's value, or its probability
+# sigmoid(logit) and the labels above 0.5, as transformers computes them (the pooled logits
+# within 2e-7 in test_classifier; the printed 6 decimals: tolerance 1e-5); --classify's JSON
+# lines; a labelled record refused; the trainer refuses such a model
+vfx="$top_srcdir/tests/fixtures/cls_values"
+for case in reg3 multi3; do
+    vids=$(sed -n 1p "$vfx/$case.expected") vwant=$(sed -n 2p "$vfx/$case.expected")
+    "$gen" --load-hf "$vfx/$case" --prompt-ids "$vids" > "$tmp/$case.out" 2>&1 ||
+        { echo "FAIL: nnt-generate on $case: exit status $?"; cat "$tmp/$case.out"; fail=1; }
+    got=$(sed -n 's/^\(value\|label\) [0-9]*  \([-0-9.]*\).*/\2/p' "$tmp/$case.out" | tr '\n' ' ')
+    echo "# nnt-generate $case: $got; transformers $vwant"
+    within 1e-5 "$got" "$vwant" ||
+        { echo "FAIL: nnt-generate on $case: not transformers' numbers"; cat "$tmp/$case.out"; fail=1; }
+done
+want_labels=$(sed -n 2p "$vfx/multi3.expected" |
+    awk '{ s = ""; for (i = 1; i <= NF; i++) if ($i > 0.5) s = s (s == "" ? "" : " ") (i - 1); print s == "" ? "none" : s }')
+grep -q "^predicted labels $want_labels\$" "$tmp/multi3.out" ||
+    { echo "FAIL: multi-label: not the labels above 0.5 ($want_labels)"; cat "$tmp/multi3.out"; fail=1; }
+printf '%s\n' '{"text": "Fine."}' '{"text": "Not fine at all."}' > "$tmp/vtexts.jsonl"
+"$gen" --load-hf "$vfx/multi3" --tokenizer-json "$tokdir/tokenizer.json" --classify "$tmp/vtexts.jsonl" \
+    > "$tmp/vcls.out" 2> "$tmp/vcls.err" &&
+    [ "$(grep -c '^{"line": [12], "labels": \[[0-9, ]*\], "probabilities": \[0\.[0-9]*, 0\.[0-9]*, 0\.[0-9]*\]}$' "$tmp/vcls.out")" -eq 2 ] &&
+    "$gen" --load-hf "$vfx/reg3" --tokenizer-json "$tokdir/tokenizer.json" --classify "$tmp/vtexts.jsonl" \
+        > "$tmp/vreg.out" 2>> "$tmp/vcls.err" &&
+    [ "$(grep -c '^{"line": [12], "values": \[-\{0,1\}[0-9.]*, -\{0,1\}[0-9.]*, -\{0,1\}[0-9.]*\]}$' "$tmp/vreg.out")" -eq 2 ] ||
+    { echo "FAIL: nnt-generate --classify on classifiers trained on values"; cat "$tmp/vcls.out" "$tmp/vreg.out" "$tmp/vcls.err"; fail=1; }
+"$gen" --load-hf "$vfx/reg3" --tokenizer-json "$tokdir/tokenizer.json" --classify "$fx/text_val.jsonl" \
+    > "$tmp/vbad.out" 2>&1
+st=$?
+[ "$st" -eq 2 ] && grep -q "line 1: a record with a label, but the classifier is trained on values" "$tmp/vbad.out" ||
+    { echo "FAIL: --classify: a labelled record for a classifier on values: status $st"; cat "$tmp/vbad.out"; fail=1; }
+"$prog" $records --load-hf "$vfx/reg3" --seq 48 --batch 4 --steps 1 --no-save --out "$tmp/vtrain" \
+    > "$tmp/vtrain.out" 2>&1 && { echo "FAIL: nnt-train trained a classifier on values"; fail=1; }
+grep -q "nnt_layer_set_label_values" "$tmp/vtrain.out" ||
+    { echo "FAIL: nnt-train on a classifier on values: no pointer to the library"; tail -n 3 "$tmp/vtrain.out"; fail=1; }
 [ "$fail" -eq 0 ] && echo "PASS: nnt-train on a text classifier"
 exit "$fail"

@@ -418,7 +418,7 @@ pref_counts_min|lib/data/sft.c|s@    size_t k = k0 < k1 ? k0 : k1;@    size_t k 
 cls_pool_all_pad|lib/models/transformer.c|s@            for (at = T - 1; at > 0@            for (at = T - 1; at > 1@|classifier: a row of padding pooled at position 1, not 0
 pairwise_sign|lib/layers/leaf.c|s@        sum += nnt_softplus(-(rc_ - rr))@        sum += nnt_softplus(rc_ - rr)@|reward model: the loss of the rejected sequence winning
 pairwise_center_grad|lib/layers/leaf.c|s@        double centered = 2.0 \* c->center \* (rc_ + rr);@        double centered = c->center * (rc_ + rr);@|reward model: the center term gradient halved
-pairwise_divisor|lib/layers/leaf.c|s@    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)P;@    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)B;@|reward model: the loss a mean over rows, not pairs
+pairwise_divisor|lib/layers/leaf.c|s@(double)(pairs ? B / 2 : B);@(double)B;@|reward model: the loss a mean over rows, not pairs
 cls_labels_count|lib/models/config_json.c|s@        c->num_labels = (int64_t)labels->n;@        c->num_labels = (int64_t)labels->n + 1;@|config.json: one label more than id2label names
 reward_margin_sign|lib/train/dpo.c|s@        s->margin += (double)r\[0\] - r\[1\];@        s->margin += (double)r[1] - r[0];@|reward trainer: the margin rejected minus chosen
 reward_pool_pad|lib/train/dpo.c|s@    d->pad = reward ? mc.pad_token_id : -1;@    d->pad = -1;@|reward trainer: rows pooled at their last position, padding or not
@@ -435,8 +435,14 @@ trainer_accum_unchecked|lib/train/trainer.c|s@    if (o.accum >= 1 \&\& o.accum 
 gen_cls_pooled_at|examples/nnt_generate.c|s@        memcpy(out + b \* L, logits + (b \* T + at\[b\]) \* L,@        memcpy(out + b * L, logits + (b * T + (at[b] > 0 ? at[b] - 1 : 0)) * L,@|nnt-generate on a classifier: the logits of the token before the pooled one
 gen_classify_pad_over_text|examples/nnt_generate.c|s@        for (int64_t t = n\[b\]; t < T; t++)@        for (int64_t t = n[b] > 1 ? n[b] - 1 : 0; t < T; t++)@|nnt-generate --classify: a short text last token overwritten by the padding
 gen_classify_accuracy_all|examples/nnt_generate.c|s@                labelled++, hits += best == c->label;@                labelled++, hits += best >= 0;@|nnt-generate --classify: every labelled record counted a hit
-source_names_state_as_dir|lib/models/source.c|s@    NNT_TRY(kind == SOURCE_HF@    NNT_TRY(kind != SOURCE_STATE@|nnt_model_source_label_name: a training checkpoint read as the config.json of a directory
+source_names_state_as_dir|lib/models/source.c|s@    NNT_TRY(kind == SOURCE_HF@    NNT_TRY(kind == SOURCE_STATE@|nnt_model_source_label_name: a directory read as a training checkpoint and a checkpoint as a directory
 source_names_default_k|lib/models/transformer.c|s@    const char \*name = nnt_label_name_at(names, k, dflt, sizeof dflt);@    const char *name = nnt_label_name_at(names, k ? k - 1 : 0, dflt, sizeof dflt);@|label names: label k given the name of label k - 1
+values_mean_not_over_labels|lib/layers/leaf.c|s@            sum += value_loss(c->problem, c->score\[i\], c->values\[i\], \&unused) / (double)L;@            sum += value_loss(c->problem, c->score[i], c->values[i], \&unused);@|label values: the loss summed over the labels, not their mean
+values_bce_no_max|lib/layers/leaf.c|s@    return (z > 0 ? z : 0.0) - z \* y + log1p(exp(-fabs(z)));@    return -z * y + log1p(exp(-fabs(z)));@|multi-label: the binary cross-entropy without max(z, 0)
+values_mse_half_grad|lib/layers/leaf.c|s@        \*dz = 2.0 \* (z - y);@        *dz = z - y;@|regression: the gradient of (z - y)^2 halved
+values_rows_divisor|lib/layers/leaf.c|s@                (float)(dz / (double)L / c->fwd_divisor);@                (float)(dz / c->fwd_divisor);@|label values: the gradient not divided by the labels
+problem_type_regression_one|lib/models/config_json.c|s@        c->problem_type = c->num_labels == 1 ? NNT_PROBLEM_DEFAULT : NNT_PROBLEM_REGRESSION;@        c->problem_type = NNT_PROBLEM_DEFAULT;@|config.json: regression read as single-label classification
+gen_values_sigmoid_sign|examples/nnt_generate.c|s@        p\[k\] = problem == NNT_PROBLEM_MULTI_LABEL ? 1.0 / (1.0 + exp(-(double)row\[k\]))@        p[k] = problem == NNT_PROBLEM_MULTI_LABEL ? 1.0 / (1.0 + exp((double)row[k]))@|nnt-generate: a multi-label probability as sigmoid of minus the logit
 val_rows_whole|lib/train/trainer.c|s@    return val \&\& nnt_data_info_get(val, \&di) == 0 \&\& di.block > 0;@    return 0;@|held-out rows: a row more needed than B of them
 lora_cls_head_adapted|lib/models/lora.c|s@        return !is_head(m);@        return !(m->top \&\& strcmp(m->path, "lm_head") == 0);@|LoRA on a classifier: all-linear adapts the score head
 lora_cls_head_frozen|lib/models/lora.c|s@        if (p == keep)@        if (0)@|LoRA on a classifier: the head frozen with the base

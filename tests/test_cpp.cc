@@ -787,6 +787,29 @@ void test_classifier(nnt::context &ctx)
     EXPECT_ERROR(NNT_E_INVAL, "label 1 of 1", m.label_name(1));
     m.set_label_names({});
     EXPECT(m.label_name(0) == "LABEL_0");
+    /* trained on values: a multi-label classifier's loss from its pooled logits */
+    nnt::model_config mc = cfg;
+    mc.num_labels = 3, mc.problem_type = NNT_PROBLEM_MULTI_LABEL;
+    nnt::layer ml = nnt::layer::model(ctx, mc, B, T);
+    std::vector<float> y(static_cast<std::size_t>(B * 3));
+    for (std::size_t i = 0; i < y.size(); i++)
+        y[i] = i % 4 == 0 ? 1.0f : i % 4 == 1 ? 0.25f : 0.0f;
+    ml.set_label_values(y);
+    ml.set_targets(tgt);
+    ml.forward(tok);
+    std::vector<float> z(y.size());
+    ml.pooled_logits(z);
+    double want_bce = 0.0;
+    for (std::size_t i = 0; i < y.size(); i++)   /* -(y log s + (1 - y) log(1 - s)) */
+        want_bce -= (y[i] * std::log(1.0 / (1.0 + std::exp(-double(z[i])))) +
+                     (1.0 - y[i]) * std::log(1.0 - 1.0 / (1.0 + std::exp(-double(z[i]))))) /
+                    double(y.size());
+    EXPECT(std::fabs(ml.loss() - want_bce) <= 1e-9 * want_bce);
+    ml.backward();
+    EXPECT_ERROR(NNT_E_INVAL, "value 0 is 2", ml.set_label_values(std::vector<float>(y.size(), 2.0f)));
+    EXPECT_ERROR(NNT_E_INVAL, "no label-values loss", m.set_label_values(y));
+    EXPECT_ERROR(NNT_E_INVAL, "problem 0", nnt::layer::label_values(ctx, NNT_PROBLEM_DEFAULT));
+    nnt::layer lv = nnt::layer::label_values(ctx, NNT_PROBLEM_REGRESSION);
     /* a source's names without its model: a classifier directory's id2label */
     const std::vector<std::string> named = nnt::model_source_label_names(
         fixture("cls_tiny/llama_named"));

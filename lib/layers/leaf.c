@@ -1329,29 +1329,32 @@ NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, n
     return NNT_OK;
 }
 
-/* ---- pairwise (reward models) -------------------------------------------------------------- */
+/* ---- losses at each row's pooled position: pairwise (reward models), label values ------- */
 
-typedef struct pairwise {
+typedef struct pooled_loss {
+    int problem;                    /* NNT_PROBLEM_*: DEFAULT for the pairwise loss          */
     int32_t ignore;
-    double center;                  /* the weight of the mean of (r_c + r_r)^2              */
+    double center;                  /* pairwise: the weight of the mean of (r_c + r_r)^2     */
     int have_targets;
     int32_t *ids;                   /* host copy of the targets                              */
     int64_t nids;
-    double divisor;                 /* nnt_layer_set_targets_ex's (0: the pairs' number)    */
+    double divisor;                 /* nnt_layer_set_targets_ex's (0: the pairs' or rows' number) */
+    float *values;                  /* label values: (B, L) set by nnt_layer_set_label_values */
+    int64_t nvalues;                /* their number; 0: none set                             */
     int with_loss;                  /* the last forward computed the loss                    */
     double loss;
-    int64_t rows;                   /* B of the last forward                                 */
+    int64_t rows, L;                /* B and L of the last forward                           */
     int64_t *pooled;                /* (B) each row's pooled position within the row         */
-    double *score;                  /* (B) the scores there                                  */
+    double *score;                  /* (B, L) the logits there                               */
     double fwd_divisor;
-    float *host;                    /* (B, ...) scores of the last forward, then gradients   */
-    nnt_tensor *scores;             // (B, ..., 1) input of the last forward (not owned)
-    nnt_tensor *dscores;            // (B, ..., 1)
-} pairwise;
+    float *host;                    /* (B, ..., L) logits of the last forward, then gradients */
+    nnt_tensor *scores;             // (B, ..., L) input of the last forward (not owned)
+    nnt_tensor *dscores;            // (B, ..., L)
+} pooled_loss;
 
-static int pairwise_set_targets(nnt_layer *l, nnt_tensor *t)
+static int pooled_set_targets(nnt_layer *l, nnt_tensor *t)
 {
-    pairwise *c = l->impl;
+    pooled_loss *c = l->impl;
     if (!t) {
         c->have_targets = 0;
         return NNT_OK;
@@ -1378,61 +1381,112 @@ int64_t gl_marked_position(const int32_t *row, int64_t n, int32_t ignore, int64_
 }
 
 /* Each row's one pooled position (B rows of the targets' n / B positions) into c->pooled. */
-static int pairwise_pool(nnt_layer *l, int64_t B)
+static int pooled_positions(nnt_layer *l, int64_t B)
 {
-    pairwise *c = l->impl;
+    pooled_loss *c = l->impl;
     int64_t per_row = c->nids / B;
     for (int64_t b = 0; b < B; b++) {
         int64_t count = 0, found = gl_marked_position(c->ids + b * per_row, per_row, c->ignore,
                                                       &count);
         if (count != 1)
             return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: row %lld of the targets "
-                            "has %lld positions that are not the ignore index %d (a pairwise "
-                            "loss pools exactly one a row)", (long long)b, (long long)count,
-                            (int)c->ignore);
+                            "has %lld positions that are not the ignore index %d (a %s loss "
+                            "pools exactly one a row)", (long long)b, (long long)count,
+                            (int)c->ignore, l->vt->kind_name);
         c->pooled[b] = found;
     }
     return NNT_OK;
 }
 
-static int pairwise_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+/* Mean over pairs of -log sigmoid(r_c - r_r) + center (r_c + r_r)^2, summed (the pairwise
+ * loss of reward models; c->score one a row) */
+static double pairwise_sum(const pooled_loss *c, int64_t B)
 {
-    pairwise *c = l->impl;
-    c->with_loss = 0;
-    if (x->dtype != NNT_FP32 || x->ndim < 2 || x->shape[x->ndim - 1] != 1)
-        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a pairwise layer takes fp32 "
-                        "scores (B, ..., 1)");
-    if (!c->have_targets) {   /* no targets: the scores pass through */
-        *y = x;
-        return NNT_OK;
-    }
-    int64_t B = x->shape[0], n = nnt_box_numel(x->ndim - 1, x->shape);
-    if (n != c->nids)
-        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: %lld targets for %lld scores",
-                        (long long)c->nids, (long long)n);
-    if (B % 2)
-        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a pairwise layer takes pairs "
-                        "of rows (chosen, rejected); B is %lld", (long long)B);
-    if (B != c->rows) {
-        free(c->pooled), free(c->score), free(c->host);
-        c->pooled = malloc((size_t)B * sizeof *c->pooled);
-        c->score = malloc((size_t)B * sizeof *c->score);
-        c->host = malloc((size_t)n * sizeof *c->host);
-        c->rows = c->pooled && c->score && c->host ? B : 0;
-        if (!c->rows)
-            return nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer_forward: out of memory");
-    }
-    NNT_TRY(pairwise_pool(l, B));
-    NNT_TRY(nnt_tensor_copy_to_host(x, c->host, (size_t)n * sizeof *c->host));
-    int64_t P = B / 2, per_row = n / B;
     double sum = 0.0;
-    for (int64_t b = 0; b < B; b++)
-        c->score[b] = c->host[b * per_row + c->pooled[b]];
-    for (int64_t p = 0; p < P; p++) {
+    for (int64_t p = 0; p < B / 2; p++) {
         double rc_ = c->score[2 * p], rr = c->score[2 * p + 1];
         sum += nnt_softplus(-(rc_ - rr)) + c->center * (rc_ + rr) * (rc_ + rr);
     }
-    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)P;
+    return sum;
+}
+
+/* One label's loss at logit z against value y, and its derivative d / dz */
+static double value_loss(int problem, double z, double y, double *dz)
+{
+    if (problem == NNT_PROBLEM_REGRESSION) {   /* (z - y)^2 */
+        *dz = 2.0 * (z - y);
+        return (z - y) * (z - y);
+    }
+    /* BCE with logits: -(y log s + (1 - y) log(1 - s)), s = sigmoid(z) */
+    double s = z >= 0 ? 1.0 / (1.0 + exp(-z)) : exp(z) / (1.0 + exp(z));
+    *dz = s - y;
+    return (z > 0 ? z : 0.0) - z * y + log1p(exp(-fabs(z)));
+}
+
+/* The shape and state checks of a forward with targets: *B rows, *n positions a row times
+ * rows, *L the last dimension */
+static int pooled_check(nnt_layer *l, const nnt_tensor *x, int64_t *B, int64_t *n, int64_t *L)
+{
+    pooled_loss *c = l->impl;
+    *B = x->shape[0];
+    *L = x->shape[x->ndim - 1];
+    *n = nnt_box_numel(x->ndim - 1, x->shape);
+    if (*n != c->nids)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: %lld targets for %lld "
+                        "positions", (long long)c->nids, (long long)*n);
+    if (c->problem == NNT_PROBLEM_DEFAULT && *B % 2)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a pairwise layer takes pairs "
+                        "of rows (chosen, rejected); B is %lld", (long long)*B);
+    if (c->problem != NNT_PROBLEM_DEFAULT && c->nvalues != *B * *L)
+        return nnt_fail(l->ctx, c->nvalues ? NNT_E_SHAPE : NNT_E_STATE, "nnt_layer_forward: "
+                        "%lld label values for %lld rows of %lld labels (nnt_layer_set_label_"
+                        "values)", (long long)c->nvalues, (long long)*B, (long long)*L);
+    return NNT_OK;
+}
+
+/* Room for B rows of n / B positions of L logits */
+static int pooled_room(nnt_layer *l, int64_t B, int64_t n, int64_t L)
+{
+    pooled_loss *c = l->impl;
+    if (B == c->rows && L == c->L)
+        return NNT_OK;
+    free(c->pooled), free(c->score), free(c->host);
+    c->pooled = malloc((size_t)B * sizeof *c->pooled);
+    c->score = malloc((size_t)(B * L) * sizeof *c->score);
+    c->host = malloc((size_t)(n * L) * sizeof *c->host);
+    c->rows = c->pooled && c->score && c->host ? B : 0;
+    c->L = L;
+    return c->rows ? NNT_OK : nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer_forward: out of memory");
+}
+
+static int pooled_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    pooled_loss *c = l->impl;
+    c->with_loss = 0;
+    int pairs = c->problem == NNT_PROBLEM_DEFAULT;
+    if (x->dtype != NNT_FP32 || x->ndim < 2 || (pairs && x->shape[x->ndim - 1] != 1))
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a %s layer takes fp32 "
+                        "logits (B, ..., %s)", l->vt->kind_name, pairs ? "1" : "L");
+    if (!c->have_targets) {   /* no targets: the logits pass through */
+        *y = x;
+        return NNT_OK;
+    }
+    int64_t B, n, L;
+    NNT_TRY(pooled_check(l, x, &B, &n, &L));
+    NNT_TRY(pooled_room(l, B, n, L));
+    NNT_TRY(pooled_positions(l, B));
+    NNT_TRY(nnt_tensor_copy_to_host(x, c->host, (size_t)(n * L) * sizeof *c->host));
+    int64_t per_row = n / B;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t k = 0; k < L; k++)
+            c->score[b * L + k] = c->host[(b * per_row + c->pooled[b]) * L + k];
+    double sum = 0.0, unused;
+    if (pairs)
+        sum = pairwise_sum(c, B);
+    else
+        for (int64_t i = 0; i < B * L; i++)   /* (each row's mean over its labels) */
+            sum += value_loss(c->problem, c->score[i], c->values[i], &unused) / (double)L;
+    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)(pairs ? B / 2 : B);
     c->loss = sum / c->fwd_divisor;
     c->scores = x;
     c->with_loss = 1;
@@ -1440,28 +1494,29 @@ static int pairwise_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     return NNT_OK;
 }
 
-static int pairwise_loss(nnt_layer *l, double *loss)
+static int pooled_loss_value(nnt_layer *l, double *loss)
 {
-    pairwise *c = l->impl;
+    pooled_loss *c = l->impl;
     if (!c->with_loss)
         return no_loss_yet(l);
     *loss = c->loss;
     return NNT_OK;
 }
 
-/* d loss / d r: -sigmoid(-(r_c - r_r)) for the chosen score, its negative for the rejected,
- * both plus 2 center (r_c + r_r); over the divisor. */
-static int pairwise_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+/* Pairwise: d loss / d r = -sigmoid(-(r_c - r_r)) for the chosen score, its negative for the
+ * rejected, both plus 2 center (r_c + r_r); label values: each label's derivative over L; all
+ * over the divisor, at the pooled positions (0 elsewhere). */
+static int pooled_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
-    pairwise *c = l->impl;
+    pooled_loss *c = l->impl;
     (void)dy;
     if (!c->with_loss)
         return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_backward: the last forward of this "
-                        "pairwise layer had no targets");
+                        "%s layer had no targets", l->vt->kind_name);
     nnt_tensor *x = c->scores;
-    int64_t B = x->shape[0], n = nnt_box_numel(x->ndim - 1, x->shape), per_row = n / B;
-    memset(c->host, 0, (size_t)n * sizeof *c->host);
-    for (int64_t p = 0; p < B / 2; p++) {
+    int64_t B = x->shape[0], L = c->L, n = nnt_box_numel(x->ndim - 1, x->shape), per_row = n / B;
+    memset(c->host, 0, (size_t)(n * L) * sizeof *c->host);
+    for (int64_t p = 0; c->problem == NNT_PROBLEM_DEFAULT && p < B / 2; p++) {
         double rc_ = c->score[2 * p], rr = c->score[2 * p + 1];
         double s = 1.0 / (1.0 + exp(rc_ - rr));   /* sigmoid(-(r_c - r_r)) */
         double centered = 2.0 * c->center * (rc_ + rr);
@@ -1469,24 +1524,35 @@ static int pairwise_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         c->host[(2 * p + 1) * per_row + c->pooled[2 * p + 1]] =
             (float)((centered + s) / c->fwd_divisor);
     }
+    for (int64_t b = 0; c->problem != NNT_PROBLEM_DEFAULT && b < B; b++)
+        for (int64_t k = 0; k < L; k++) {
+            double dz;
+            value_loss(c->problem, c->score[b * L + k], c->values[b * L + k], &dz);
+            c->host[(b * per_row + c->pooled[b]) * L + k] =
+                (float)(dz / (double)L / c->fwd_divisor);
+        }
     NNT_TRY(nnt_layer_ensure(l, &c->dscores, NNT_FP32, x->ndim, x->shape, x->tile));
-    NNT_TRY(nnt_tensor_copy_from_host(c->dscores, c->host, (size_t)n * sizeof *c->host));
+    NNT_TRY(nnt_tensor_copy_from_host(c->dscores, c->host, (size_t)(n * L) * sizeof *c->host));
     c->with_loss = 0;
     *dx = c->dscores;
     return NNT_OK;
 }
 
-static void pairwise_destroy(nnt_layer *l)
+static void pooled_destroy(nnt_layer *l)
 {
-    pairwise *c = l->impl;
+    pooled_loss *c = l->impl;
     nnt_tensor *own[] = {c->dscores};
     destroy_all(own, sizeof own / sizeof own[0]);
-    free(c->ids), free(c->pooled), free(c->score), free(c->host);
+    free(c->ids), free(c->pooled), free(c->score), free(c->host), free(c->values);
 }
 
 static const nnt_layer_vt pairwise_vt = {
-    NNT_LAYER_PAIRWISE, "pairwise", pairwise_forward, pairwise_backward,
-    pairwise_set_targets, pairwise_loss, takes_targets, NULL, pairwise_destroy, NULL, NULL,
+    NNT_LAYER_PAIRWISE, "pairwise", pooled_forward, pooled_backward, pooled_set_targets,
+    pooled_loss_value, takes_targets, NULL, pooled_destroy, NULL, NULL, NULL};
+
+static const nnt_layer_vt values_vt = {
+    NNT_LAYER_LABEL_VALUES, "label values", pooled_forward, pooled_backward,
+    pooled_set_targets, pooled_loss_value, takes_targets, NULL, pooled_destroy, NULL, NULL,
     NULL};
 
 /* A pairwise loss's center term weight: >= 0 and finite, else NNT_E_INVAL naming fn. */
@@ -1503,24 +1569,47 @@ NNT_API int nnt_layer_pairwise_create(nnt_ctx *ctx, int32_t ignore_index, double
     const char *fn = "nnt_layer_pairwise_create";
     NNT_TRY(check_center(ctx, fn, center));
     nnt_layer *l = NULL;
-    NNT_TRY(nnt_layer_new(ctx, &pairwise_vt, sizeof(pairwise), fn, &l));
-    pairwise *c = l->impl;
+    NNT_TRY(nnt_layer_new(ctx, &pairwise_vt, sizeof(pooled_loss), fn, &l));
+    pooled_loss *c = l->impl;
+    c->problem = NNT_PROBLEM_DEFAULT;
     c->ignore = ignore_index;
     c->center = center;
     *out = l;
     return NNT_OK;
 }
 
-/* The loss layers of models (cross_entropy, pairwise) */
+NNT_API int nnt_layer_label_values_create(nnt_ctx *ctx, int32_t ignore_index, int problem,
+                                          nnt_layer **out)
+{
+    const char *fn = "nnt_layer_label_values_create";
+    if (problem != NNT_PROBLEM_REGRESSION && problem != NNT_PROBLEM_MULTI_LABEL)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: problem %d (NNT_PROBLEM_REGRESSION or "
+                        "NNT_PROBLEM_MULTI_LABEL)", fn, problem);
+    nnt_layer *l = NULL;
+    NNT_TRY(nnt_layer_new(ctx, &values_vt, sizeof(pooled_loss), fn, &l));
+    pooled_loss *c = l->impl;
+    c->problem = problem;
+    c->ignore = ignore_index;
+    *out = l;
+    return NNT_OK;
+}
+
+/* A pooled loss of a model's (pairwise, label values), else NULL */
+static const pooled_loss *pooled_of(const nnt_layer *l)
+{
+    return l->vt == &pairwise_vt || l->vt == &values_vt ? l->impl : NULL;
+}
+
+/* The loss layers of models (cross_entropy, pairwise, label values) */
 int gl_loss_has_targets(const nnt_layer *l)
 {
-    return l->vt == &pairwise_vt ? ((const pairwise *)l->impl)->have_targets
-                                 : gl_cross_entropy_has_targets(l);
+    const pooled_loss *c = pooled_of(l);
+    return c ? c->have_targets : gl_cross_entropy_has_targets(l);
 }
 
 int gl_pairwise_scores(const nnt_layer *l, float *scores, int64_t B)
 {
-    const pairwise *c = l->vt == &pairwise_vt ? l->impl : NULL;
+    const pooled_loss *c = l->vt == &pairwise_vt ? l->impl : NULL;
     if (!c || !c->with_loss || c->rows != B)
         return 0;
     for (int64_t b = 0; b < B; b++)
@@ -1530,10 +1619,10 @@ int gl_pairwise_scores(const nnt_layer *l, float *scores, int64_t B)
 
 int gl_loss_targets(const nnt_layer *l, const int32_t **ids, int64_t *n, int32_t *ignore)
 {
-    if (l->vt == &pairwise_vt) {
-        const pairwise *c = l->impl;
-        *ids = c->ids, *n = c->nids, *ignore = c->ignore;
-        return c->have_targets;
+    const pooled_loss *p = pooled_of(l);
+    if (p) {
+        *ids = p->ids, *n = p->nids, *ignore = p->ignore;
+        return p->have_targets;
     }
     if (l->vt != &xent_vt)
         return 0;
@@ -1541,6 +1630,40 @@ int gl_loss_targets(const nnt_layer *l, const int32_t **ids, int64_t *n, int32_t
     *ids = c->ids, *ignore = c->ignore;
     *n = c->targets ? nnt_box_numel(c->targets->ndim, c->targets->shape) : 0;
     return c->have_targets;
+}
+
+NNT_API int nnt_layer_set_label_values(nnt_layer *layer, const float *values, int64_t n)
+{
+    static const char fn[] = "nnt_layer_set_label_values";
+    NNT_TRY(nnt_layer_check(layer, fn));
+    nnt_layer *l = loss_of(layer, &values_vt);
+    if (!l)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: a %s layer has no label-values loss (a "
+                        "classifier of problem_type NNT_PROBLEM_REGRESSION or NNT_PROBLEM_"
+                        "MULTI_LABEL)", fn, layer->vt->kind_name);
+    pooled_loss *c = l->impl;
+    if (!values) {
+        free(c->values);
+        c->values = NULL;
+        c->nvalues = 0;
+        return NNT_OK;
+    }
+    if (n < 1)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: n %lld (B * num_labels)", fn, (long long)n);
+    int bce = c->problem == NNT_PROBLEM_MULTI_LABEL;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(values[i]) || (bce && !(values[i] >= 0.0f && values[i] <= 1.0f)))
+            return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: value %lld is %g (%s)", fn,
+                            (long long)i, (double)values[i],
+                            bce ? "multi-label: in [0, 1]" : "finite");
+    float *copy = malloc((size_t)n * sizeof *copy);
+    if (!copy)
+        return nnt_fail(layer->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    memcpy(copy, values, (size_t)n * sizeof *copy);
+    free(c->values);
+    c->values = copy;
+    c->nvalues = n;
+    return NNT_OK;
 }
 
 NNT_API int nnt_layer_set_pairwise_center(nnt_layer *layer, double center)
@@ -1552,6 +1675,6 @@ NNT_API int nnt_layer_set_pairwise_center(nnt_layer *layer, double center)
         return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: a %s layer has no pairwise loss (a "
                         "reward model: num_labels 1)", fn, layer->vt->kind_name);
     NNT_TRY(check_center(layer->ctx, fn, center));
-    ((pairwise *)l->impl)->center = center;
+    ((pooled_loss *)l->impl)->center = center;
     return NNT_OK;
 }

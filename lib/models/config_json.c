@@ -1176,6 +1176,30 @@ static int family_of(const nnt_cfg_in *o, const nnt_family **f, int *arch, int *
     return rc;
 }
 
+/* A classifier's problem_type: "regression" and "multi_label_classification" train on
+ * values (NNT_PROBLEM_REGRESSION, _MULTI_LABEL), "single_label_classification" and none
+ * (null, absent) on one label a row. One label is read as a reward model (TRL's
+ * RewardTrainer's pairs) unless multi-label: transformers takes any one-label model for a
+ * regression, so its "regression" says nothing more. */
+static int problem_from(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    char *type = NULL;
+    if (nnt_cfg_has(o, "problem_type") && jvalue(o, "problem_type") != NULL)
+        NNT_TRY(nnt_cfg_string(o, "problem_type", &type));
+    int rc = NNT_OK;
+    if (!type || strcmp(type, "single_label_classification") == 0)
+        c->problem_type = NNT_PROBLEM_DEFAULT;
+    else if (strcmp(type, "regression") == 0)
+        c->problem_type = c->num_labels == 1 ? NNT_PROBLEM_DEFAULT : NNT_PROBLEM_REGRESSION;
+    else if (strcmp(type, "multi_label_classification") == 0)
+        c->problem_type = NNT_PROBLEM_MULTI_LABEL;
+    else
+        rc = nnt_cfg_unsupported(o, "problem_type", type, "regression, single_label_"
+                                 "classification or multi_label_classification");
+    free(type);
+    return rc;
+}
+
 /* A *ForSequenceClassification's labels (transformers: as many as id2label has, else
  * num_labels, else 2) and pad_token_id (its pooling skips it). */
 static int classifier_from(const nnt_cfg_in *o, nnt_model_config *c)
@@ -1191,7 +1215,9 @@ static int classifier_from(const nnt_cfg_in *o, nnt_model_config *c)
     if (c->num_labels < 1)
         return nnt_cfg_unsupported(o, "id2label", "{}", "one label or more");
     c->has_pad_token = nnt_cfg_has(o, "pad_token_id") && jvalue(o, "pad_token_id") != NULL;
-    return c->has_pad_token ? nnt_cfg_int(o, "pad_token_id", 1, 0, &c->pad_token_id) : NNT_OK;
+    if (c->has_pad_token)
+        NNT_TRY(nnt_cfg_int(o, "pad_token_id", 1, 0, &c->pad_token_id));
+    return problem_from(o, c);
 }
 
 static int config_from(nnt_cfg_in *o, nnt_model_config *cfg, const nnt_hf_arch **which)
@@ -1383,6 +1409,9 @@ int nnt_model_config_text_named(nnt_ctx *ctx, const char *fn, const nnt_model_co
         put_labels(&t, c, label_names);
         if (!t.pad_done)
             nnt_cfg_put_pad(&t, c);
+        static const char *const problems[] = {NULL, "regression", "multi_label_classification"};
+        if (c->problem_type > NNT_PROBLEM_DEFAULT && c->problem_type <= NNT_PROBLEM_MULTI_LABEL)
+            nnt_cfg_add(&t, ",\n  \"problem_type\": \"%s\"", problems[c->problem_type]);
     }
     nnt_cfg_add(&t, ",\n  \"torch_dtype\": \"float32\"\n}\n");
     if (t.oom) {

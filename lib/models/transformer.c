@@ -280,6 +280,12 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
         return nnt_fail(ctx, NNT_E_INVAL, "%s: num_labels %lld (0: a language model, >= 1: a "
                         "classifier), pad_token_id %lld (>= 0 when has_pad_token)", fn,
                         (long long)cfg->num_labels, (long long)cfg->pad_token_id);
+    if (cfg->problem_type < NNT_PROBLEM_DEFAULT || cfg->problem_type > NNT_PROBLEM_MULTI_LABEL ||
+        (cfg->problem_type && cfg->num_labels < 1) || cfg->reserved_int)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: problem_type %d (NNT_PROBLEM_*: %s), "
+                        "reserved_int %d (0)", fn, cfg->problem_type,
+                        cfg->num_labels < 1 ? "0 for a language model" : "0, 1 or 2",
+                        cfg->reserved_int);
     return f->check ? f->check(ctx, fn, cfg) : NNT_OK;
 }
 
@@ -481,9 +487,9 @@ static void mark_output_head(nnt_layer *head)
 }
 
 /* A classifier's head: "score" (C -> num_labels, no bias) at every position, and its loss:
- * the cross-entropy over the labels, or (one label) the pairwise loss of reward models; the
- * pooled position of each row is the one its targets count. transformers' classifiers take
- * no soft-cap or logits scale. */
+ * the cross-entropy over the labels, (one label) the pairwise loss of reward models, or for
+ * regression and multi-label problems the label-values loss; the pooled position of each row
+ * is the one its targets count. transformers' classifiers take no soft-cap or logits scale. */
 static int add_score(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *t,
                      const char *fn)
 {
@@ -492,7 +498,9 @@ static int add_score(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *
                           gl_tile(t->channels, c->channels), c->num_labels, fn, &head));
     mark_output_head(head);
     NNT_TRY(adopt(l, NNT_CLASSIFIER_HEAD, head));
-    if (c->num_labels == 1) {
+    if (c->problem_type != NNT_PROBLEM_DEFAULT) {
+        NNT_TRY(nnt_layer_label_values_create(l->ctx, IGNORE_INDEX, c->problem_type, &loss));
+    } else if (c->num_labels == 1) {
         NNT_TRY(nnt_layer_pairwise_create(l->ctx, IGNORE_INDEX, 0.0, &loss));
     } else {
         NNT_TRY(nnt_layer_cross_entropy_create(l->ctx, IGNORE_INDEX, &loss));
@@ -882,6 +890,9 @@ int nnt_model_label_hits(nnt_layer *model, int64_t *hits, int64_t *counted)
     last_forward lf;
     float *all = NULL;
     NNT_TRY(last_forward_of(model, fn, 2, &lf));
+    if (lf.m->cfg.problem_type != NNT_PROBLEM_DEFAULT)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: a classifier trained on values "
+                        "(problem_type %d) has no one label a row", fn, lf.m->cfg.problem_type);
     NNT_TRY(last_logits(model, fn, &lf, &all));
     *hits = *counted = 0;
     for (int64_t i = 0; i < lf.nids; i++) {

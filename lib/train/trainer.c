@@ -257,6 +257,12 @@ static int prepare(nnt_trainer *tr, const char *fn)
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     tr->done = stats.step;
+    if (cfg.problem_type != NNT_PROBLEM_DEFAULT)
+        return nnt_fail(tr->ctx, NNT_E_UNSUPPORTED, "%s: a classifier trained on values "
+                        "(problem_type %s) takes its values through nnt_layer_set_label_values "
+                        "in a loop of its own: the trainer reads labels from token files only",
+                        fn, cfg.problem_type == NNT_PROBLEM_REGRESSION ? "regression"
+                                                                       : "multi-label");
     NNT_TRY(classifier_prepare(tr, fn, cfg.num_labels));
     /* pairs (DPO, a reward model) for training or held out: validations alone (steps 0) too */
     nnt_data *pairs = tr->data ? tr->data : nnt_trainer_val_source(tr);
