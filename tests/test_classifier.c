@@ -8,7 +8,9 @@
  * Hugging Face directories both ways; a classifier built on a language model's directory;
  * LoRA on classifiers as PEFT's task_type SEQ_CLS (the head trained whole beside the
  * adapters: PEFT's initial adapters trained against PEFT's steps, its trained ones read and
- * merged); refusals. */
+ * merged); classifiers trained on values (regression, multi-label: tests/fixtures/cls_values,
+ * tests/gen_values_fixtures.py, against transformers' own loss); a source's label names
+ * without its model; refusals. */
 #include "testutil.h"
 #include "fixture_st.h"
 
