@@ -1754,6 +1754,12 @@ NNT_API int nnt_data_read_mask(nnt_data *data, int64_t pos, uint8_t *counts, int
  * without them). The position of a token in its example (nnt_layer_set_positions) is 0 at a
  * start, else one more than the token before it's; the trainer does this by itself. */
 NNT_API int nnt_data_read_starts(nnt_data *data, int64_t pos, uint8_t *starts, int64_t n);
+/* The values of rows row, row + 1, ... (taken modulo the number of rows, wrapping to the
+ * first) of a source whose rows carry them (nnt_data_info.row_values = k): n = k times the
+ * rows read, row by row. A row is block tokens (nnt_data_info.block): row r holds tokens
+ * r * block .. r * block + block - 1. NNT_E_INVAL for a source without them, NNT_E_FORMAT
+ * for a value that is not finite. New in 0.4. */
+NNT_API int nnt_data_read_row_values(nnt_data *data, int64_t row, float *values, int64_t n);
 
 /* What a source holds (nnt_data_info_get). */
 typedef struct nnt_data_info {
@@ -1768,9 +1774,14 @@ typedef struct nnt_data_info {
     /* appended in 0.3 (a size without it: not written) */
     int starts;                   /* 1: a file records where its examples start (packed rows,
                                      nnt-tokenize --pack): nnt_data_read_starts               */
+    /* appended in 0.4 (a size without it: not written) */
+    int64_t row_values;           /* > 0: each row carries this many values, a classifier's
+                                     regression or multi-label targets
+                                     (nnt_token_writer_write_example_values,
+                                     nnt_data_read_row_values); 0: none                       */
 } nnt_data_info;
 
-#define NNT_DATA_INFO_INIT { sizeof(nnt_data_info), NNT_DATA_AUTO, 0, 0, 0, 0, 0 }
+#define NNT_DATA_INFO_INIT { sizeof(nnt_data_info), NNT_DATA_AUTO, 0, 0, 0, 0, 0, 0 }
 
 NNT_API int nnt_data_info_get(const nnt_data *data, nnt_data_info *info);
 
@@ -1799,9 +1810,15 @@ typedef struct nnt_token_writer_options {
     int cut;                      /* write_example, an example longer than block: 0 refused
                                      (NNT_E_INVAL), 1 its first block tokens kept            */
     int32_t pad;                  /* the id that fills rows (never a target)                 */
+    /* new in 0.4 (a size without it: 0) */
+    int64_t row_values;           /* > 0: every row carries this many float values, the
+                                     targets of a classifier trained on values (regression,
+                                     multi-label: nnt_layer_label_values_create), given with
+                                     each example (nnt_token_writer_write_example_values);
+                                     needs mask and block, not pack. 0: none                 */
 } nnt_token_writer_options;
 
-#define NNT_TOKEN_WRITER_OPTIONS_INIT { sizeof(nnt_token_writer_options), 0, 0, 0, 0, 0, 0, 0 }
+#define NNT_TOKEN_WRITER_OPTIONS_INIT { sizeof(nnt_token_writer_options), 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Create path's temporary file and write a header with count 0 (opts NULL: the defaults).
  * ctx may be NULL; when given (and still live) failures are recorded there. */
@@ -1823,6 +1840,12 @@ NNT_API int nnt_token_writer_write_masked(nnt_token_writer *w, const int32_t *id
  * token never counts. Needs the mask and block options. */
 NNT_API int nnt_token_writer_write_example(nnt_token_writer *w, const int32_t *ids,
                                            const uint8_t *counts, size_t n);
+/* write_example for a writer of row values: the example, in a row of its own, and that row's
+ * row_values values (finite; NNT_E_INVAL else, nothing written). write_example, write and
+ * write_masked are refused by such a writer. New in 0.4. */
+NNT_API int nnt_token_writer_write_example_values(nnt_token_writer *w, const int32_t *ids,
+                                                  const uint8_t *counts, size_t n,
+                                                  const float *values);
 /* The number of ids written so far. */
 NNT_API int nnt_token_writer_count(const nnt_token_writer *w, int64_t *n);
 /* Put the count in the header, fsync and rename the file into place; frees w whatever the

@@ -618,6 +618,12 @@ static inline double nnt_softplus(double x)
     return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
+/* A reward model: one label, trained on pairs (not a one-label regression) */
+static inline int nnt_model_is_reward(const nnt_model_config *c)
+{
+    return c->num_labels == 1 && c->problem_type == NNT_PROBLEM_DEFAULT;
+}
+
 /* lib/models/transformer.c: of a classifier's (num_labels >= 2) last forward with targets,
  * the targets that count and those its largest logit gets right (validation accuracy). */
 int nnt_model_label_hits(nnt_layer *model, int64_t *hits, int64_t *counted);

@@ -13,7 +13,9 @@ downloads: random models (fixed seeds), single-threaded, deterministic, eager at
 The shapes, the rows (T 12, B 4, pad 0, a pad id inside row 1) and the optimizer (AdamW lr
 1e-2, betas (0.9, 0.999), eps 1e-8, weight decay 0.1 on the parameters of 2 dims or more;
 3 steps on the same batch) are tests/gen_cls_fixtures.py's, the vocabulary the llama3 fixture
-tokenizer's (400: tests/check_classify.sh classifies texts with it). The loss is the model's own
+tokenizer's (400: tests/check_classify.sh classifies texts with it). Every row's text is at
+most T - 1 tokens, so that the rows fit a token file of rows of T that nnt's trainer reads
+(each text then the one target that counts). The loss is the model's own
 (model(input_ids, labels=values).loss), not a formula written here.
   reg3/        num_labels 3, problem_type "regression": values of either sign around 1
   multi3/      num_labels 3, problem_type "multi_label_classification": values 0 and 1, and
@@ -42,11 +44,11 @@ import gen_cls_fixtures as base  # noqa: E402  (the shapes, rows, optimizer and 
 TOK_V = 400   # tests/fixtures/sft/llama3's vocabulary: nnt-generate --classify tokenizes texts
 CASES = [
     # name, num_labels, problem_type, seed, row lengths, values
-    ("reg3", 3, "regression", 11, [12, 9, 5, 1],
+    ("reg3", 3, "regression", 11, [11, 9, 5, 1],
      [[0.5, -1.25, 2.0], [1.5, 0.0, -0.75], [-2.0, 1.0, 0.25], [3.0, -0.5, 1.0]]),
-    ("multi3", 3, "multi_label_classification", 12, [7, 12, 3, 10],
+    ("multi3", 3, "multi_label_classification", 12, [7, 11, 3, 10],
      [[1, 0, 1], [0, 0, 1], [1, 1, 0], [0, 0.3, 0]]),
-    ("reg1", 1, "regression", 13, [4, 11, 12, 6], [[1.75], [-0.5], [0.25], [2.5]]),
+    ("reg1", 1, "regression", 13, [4, 11, 10, 6], [[1.75], [-0.5], [0.25], [2.5]]),
 ]
 
 

@@ -34,6 +34,7 @@ struct nnt_data {
     int64_t counted;              /* tokens that count as targets                          */
     int64_t block;                /* the files' rows (0: none)                             */
     int starts;                   /* a file records its examples' starts (packed rows)     */
+    int64_t row_values;           /* the values every row carries (all files alike; 0: none) */
 };
 
 /* ---- text: files and directories, tokenized at open ---------------------------------- */
@@ -430,6 +431,14 @@ static int add_token_file(nnt_data *d, nnt_tok_reader *r, const char *path, cons
                         "of %lld (nnt-tokenize --seq): give files written for one T", path,
                         (long long)block, first, (long long)d->block);
     }
+    int64_t k = nnt_tok_row_values(r);
+    if (d->nfiles && k != d->row_values) {
+        nnt_tok_close(r);
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s has %lld values a row but %s "
+                        "%lld: give files of one classifier's rows", path, (long long)k, first,
+                        (long long)d->row_values);
+    }
+    d->row_values = k;
     int64_t counted = (int64_t)nnt_tok_count(r);
     if (nnt_tok_has_mask(r)) {
         int rc = count_targets(r, path, &counted);
@@ -464,6 +473,7 @@ static void close_token_files(nnt_data *d)
     d->masked = 0;
     d->starts = 0;
     d->block = 0;
+    d->row_values = 0;
 }
 
 /* The files of l as one stream: token files of format, or with AUTO whatever they are (all
@@ -676,6 +686,12 @@ static int read_mask_span(const nnt_data *d, int64_t start, int64_t n, uint8_t *
     return NNT_OK;
 }
 
+/* The rows of files 0 .. f (row-values sources: whole rows each) */
+static int64_t d_row_end(const nnt_data *d, size_t f)
+{
+    return d->file_end[f] / d->block;
+}
+
 /* nnt_data_read_mask (starts 0) or nnt_data_read_starts (1) */
 static int read_bits(const char *fn, nnt_data *data, int64_t pos, uint8_t *out, int64_t n,
                      int starts)
@@ -722,6 +738,35 @@ int nnt_data_info_get(const nnt_data *data, nnt_data_info *info)
     info->block = data->block;
     if (info->size > before_starts)   /* appended in 0.3 */
         info->starts = data->starts;
+    if (info->size > offsetof(nnt_data_info, row_values))   /* appended in 0.4 */
+        info->row_values = data->row_values;
+    return NNT_OK;
+}
+
+int nnt_data_read_row_values(nnt_data *data, int64_t row, float *values, int64_t n)
+{
+    static const char fn[] = "nnt_data_read_row_values";
+    if (!data || (!values && n > 0))
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, data ? "values" : "data");
+    int64_t k = data->row_values, rows = data->block ? data->count / data->block : 0;
+    if (!k)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: the source's rows carry no values", fn);
+    if (n < 0 || n % k)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: n = %lld: whole rows of %lld values", fn,
+                        (long long)n, (long long)k);
+    int64_t at = row % rows;
+    at += at < 0 ? rows : 0;
+    for (int64_t done = 0; done < n / k; at = (at + 1) % rows, done++) {
+        size_t f = 0;   /* the file holding the row's tokens */
+        while (d_row_end(data, f) <= at)
+            f++;
+        int64_t first = f > 0 ? data->file_end[f - 1] / data->block : 0;
+        char err[NNT_IO_ERRLEN];
+        int rc = nnt_tok_read_values(data->file[f], (uint64_t)(at - first), 1,
+                                     values + done * k, err, sizeof err);
+        if (rc)
+            return nnt_fail(NULL, rc, "%s: %s", fn, err);
+    }
     return NNT_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "../internal.h"
 #include "../io/io.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 struct nnt_token_writer {
@@ -69,6 +70,11 @@ int nnt_token_writer_open(nnt_ctx *ctx, const char *path, const nnt_token_writer
     if (o.pad < 0 || o.pad > top)
         return nnt_fail(ec, NNT_E_INVAL, "%s: %s: pad id %ld is outside 0..%lld", fn, path,
                         (long)o.pad, (long long)top);
+    if (o.row_values < 0 || o.row_values > INT32_MAX ||
+        (o.row_values && (!o.mask || !o.block || o.pack)))
+        return nnt_fail(ec, NNT_E_INVAL, "%s: %s: row_values %lld (>= 0; values a row need the "
+                        "mask and block options, one example a row: not pack)", fn, path,
+                        (long long)o.row_values);
     nnt_token_writer *tw = calloc(1, sizeof *tw);
     if (!tw)
         return nnt_fail(ec, NNT_E_NOMEM, "%s: out of host memory", fn);
@@ -82,6 +88,9 @@ int nnt_token_writer_open(nnt_ctx *ctx, const char *path, const nnt_token_writer
     else if (rc == 0 && o.pack && o.mask && o.block &&
              (rc = nnt_tok_writer_record_starts(tw->w, err, sizeof err)) != 0)
         nnt_tok_writer_abort(tw->w);
+    else if (rc == 0 && o.row_values &&
+             (rc = nnt_tok_writer_record_values(tw->w, o.row_values, err, sizeof err)) != 0)
+        nnt_tok_writer_abort(tw->w);
     if (rc) {
         free(tw);
         return nnt_fail(ec, rc, "%s: %s", fn, err);
@@ -93,6 +102,16 @@ int nnt_token_writer_open(nnt_ctx *ctx, const char *path, const nnt_token_writer
     return NNT_OK;
 }
 
+/* A writer of row values takes whole examples with their values only. */
+static int no_row_values(const nnt_token_writer *w, const char *fn)
+{
+    if (!w->o.row_values)
+        return NNT_OK;
+    return nnt_fail(err_ctx(w->ctx), NNT_E_INVAL, "%s: the writer records %lld values a row: "
+                    "give examples with theirs (nnt_token_writer_write_example_values)", fn,
+                    (long long)w->o.row_values);
+}
+
 int nnt_token_writer_write(nnt_token_writer *w, const int32_t *ids, size_t n)
 {
     static const char fn[] = "nnt_token_writer_write";
@@ -101,6 +120,7 @@ int nnt_token_writer_write(nnt_token_writer *w, const int32_t *ids, size_t n)
     nnt_ctx *ec = err_ctx(w->ctx);
     if (!ids && n)
         return nnt_fail(ec, NNT_E_INVAL, "%s: ids is NULL", fn);
+    NNT_TRY(no_row_values(w, fn));
     char err[NNT_IO_ERRLEN];
     int rc = nnt_tok_writer_write(w->w, ids, n, err, sizeof err);
     return rc ? nnt_fail(ec, rc, "%s: %s", fn, err) : NNT_OK;
@@ -118,6 +138,7 @@ int nnt_token_writer_write_masked(nnt_token_writer *w, const int32_t *ids,
     if (!w->o.mask)
         return nnt_fail(ec, NNT_E_INVAL, "%s: the writer was opened without the mask option",
                         fn);
+    NNT_TRY(no_row_values(w, fn));
     char err[NNT_IO_ERRLEN];
     int rc = nnt_tok_writer_write_masked(w->w, ids, counts, n, err, sizeof err);
     return rc ? nnt_fail(ec, rc, "%s: %s", fn, err) : NNT_OK;
@@ -137,12 +158,11 @@ static int write_pad(nnt_token_writer *w, int64_t k, char *err, size_t errlen)
     return rc;
 }
 
-int nnt_token_writer_write_example(nnt_token_writer *w, const int32_t *ids,
-                                   const uint8_t *counts, size_t n)
+/* write_example's work for fn: the example laid in rows; *row (may be NULL) the row it
+ * starts in. */
+static int write_example(nnt_token_writer *w, const char *fn, const int32_t *ids,
+                         const uint8_t *counts, size_t n, uint64_t *row)
 {
-    static const char fn[] = "nnt_token_writer_write_example";
-    if (!w)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: writer is NULL", fn);
     nnt_ctx *ec = err_ctx(w->ctx);
     if (!ids && n)
         return nnt_fail(ec, NNT_E_INVAL, "%s: ids is NULL", fn);
@@ -168,6 +188,8 @@ int nnt_token_writer_write_example(nnt_token_writer *w, const int32_t *ids,
     /* a new row unless packing and the example fits in the rest of this one */
     if (used > 0 && (!w->o.pack || len > T - used))
         rc = write_pad(w, T - used, err, sizeof err);
+    if (row)
+        *row = (nnt_tok_writer_count(w->w) + (uint64_t)T - 1) / (uint64_t)T;
     uint8_t first = 0;   /* its first token is no target: nothing of it comes before it */
     if (rc == 0 && w->o.pack)
         rc = nnt_tok_writer_mark_start(w->w, err, sizeof err);
@@ -176,6 +198,39 @@ int nnt_token_writer_write_example(nnt_token_writer *w, const int32_t *ids,
     if (rc == 0 && len > 1)
         rc = nnt_tok_writer_write_masked(w->w, ids + 1, counts ? counts + 1 : NULL,
                                          (size_t)len - 1, err, sizeof err);
+    return rc ? nnt_fail(ec, rc, "%s: %s", fn, err) : NNT_OK;
+}
+
+int nnt_token_writer_write_example(nnt_token_writer *w, const int32_t *ids,
+                                   const uint8_t *counts, size_t n)
+{
+    static const char fn[] = "nnt_token_writer_write_example";
+    if (!w)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: writer is NULL", fn);
+    NNT_TRY(no_row_values(w, fn));
+    return write_example(w, fn, ids, counts, n, NULL);
+}
+
+int nnt_token_writer_write_example_values(nnt_token_writer *w, const int32_t *ids,
+                                          const uint8_t *counts, size_t n, const float *values)
+{
+    static const char fn[] = "nnt_token_writer_write_example_values";
+    if (!w)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: writer is NULL", fn);
+    nnt_ctx *ec = err_ctx(w->ctx);
+    int64_t k = w->o.row_values;
+    if (!k || !values || n == 0)
+        return nnt_fail(ec, NNT_E_INVAL, "%s: %s", fn, !k ? "the writer was opened without "
+                        "the row_values option" : !values ? "values is NULL"
+                                                          : "an example of no token");
+    for (int64_t i = 0; i < k; i++)   /* refused whole, before anything is written */
+        if (!isfinite(values[i]))
+            return nnt_fail(ec, NNT_E_INVAL, "%s: value %lld is %g (finite values)", fn,
+                            (long long)i, (double)values[i]);
+    uint64_t row = 0;
+    NNT_TRY(write_example(w, fn, ids, counts, n, &row));
+    char err[NNT_IO_ERRLEN];
+    int rc = nnt_tok_writer_row_values(w->w, row, values, err, sizeof err);
     return rc ? nnt_fail(ec, rc, "%s: %s", fn, err) : NNT_OK;
 }
 

@@ -218,6 +218,8 @@ int nnt_llmc_write(const char *path, const nnt_llmc_config *cfg,
 /* nnt's extension (tokens.c): version + 1, header[3] flags, header[4] block */
 #define NNT_TOK_FLAG_MASK 1u          /* a loss-mask section follows the tokens             */
 #define NNT_TOK_FLAG_STARTS 2u        /* an example-start section follows (the mask's)      */
+#define NNT_TOK_FLAG_VALUES 4u        /* a row-values section follows the others: header[5]
+                                         float32 values a row (classifiers on values)    */
 
 typedef enum {
     NNT_TOK_AUTO = 0,   /* llm.c magic in the first 4 bytes: LLMC; else name ends in ".bin":
@@ -256,6 +258,12 @@ int nnt_tok_read_mask(const nnt_tok_reader *r, uint64_t start, size_t count, uin
 int nnt_tok_has_starts(const nnt_tok_reader *r);
 int nnt_tok_read_starts(const nnt_tok_reader *r, uint64_t start, size_t count, uint8_t *out,
                         char *err, size_t errlen);
+/* The values each row of the file carries (flag bit 2: rows of a classifier trained on
+ * values; 0: none); out gets rows [row, row + nrows) of them, row by row (NNT_E_INVAL when
+ * they leave the file, NNT_E_FORMAT naming a value that is not finite). */
+int64_t nnt_tok_row_values(const nnt_tok_reader *r);
+int nnt_tok_read_values(const nnt_tok_reader *r, uint64_t row, size_t nrows, float *out,
+                        char *err, size_t errlen);
 /* Write n tokens in format (not AUTO) through temp + fsync + rename: LLMC and NANOGPT need
  * ids in 0..65535 (LLMC: n <= INT32_MAX), LLMC32 ids >= 0, TEXT ids in 0..255. */
 int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
@@ -280,6 +288,12 @@ int nnt_tok_writer_extend(nnt_tok_writer *w, int masked, uint64_t block, char *e
 /* Before the first token, after extend: the file records where examples start (held in
  * memory like the mask, written after it at finish). */
 int nnt_tok_writer_record_starts(nnt_tok_writer *w, char *err, size_t errlen);
+/* Before the first token, after extend with rows: every row carries k values (held in
+ * memory, written after the other sections at finish, which refuses a row without them). */
+int nnt_tok_writer_record_values(nnt_tok_writer *w, int64_t k, char *err, size_t errlen);
+/* The values (k finite floats) of row `row` (given once for each row; NNT_E_INVAL else). */
+int nnt_tok_writer_row_values(nnt_tok_writer *w, uint64_t row, const float *values, char *err,
+                              size_t errlen);
 /* The next token written starts an example (a writer that records starts). */
 int nnt_tok_writer_mark_start(nnt_tok_writer *w, char *err, size_t errlen);
 /* As nnt_tok_writer_write; counts[i] != 0: token i counts as a target (NULL: all do; a

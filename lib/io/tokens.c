@@ -16,7 +16,10 @@
  *       of byte i / 8 is 1 when token i counts as a target in the loss; then with flag bit 1
  *       (packed rows: several examples a row) another ceil(n / 8) bytes, bit i 1 when token i
  *       is an example's first token (older readers refuse the flag: they would let examples
- *       attend to each other). Readers that know only
+ *       attend to each other); then with flag bit 2 (new in 0.4: rows of a classifier trained
+ *       on values, its regression or multi-label targets) header[5] = K >= 1 and n / block
+ *       rows of K little-endian float32 values, row by row (rows needed: block > 0). Readers
+ *       that know only
  *       versions 1 and 7 (llm.c, nnt before 0.4) refuse such a file by its version;
  *   nanoGPT train.bin / val.bin: uint16 tokens, no header;
  *   text: any bytes, one token per byte (byte-level tokenizer, vocab 256).
@@ -24,6 +27,7 @@
 #define _FILE_OFFSET_BITS 64
 #include "io.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,6 +43,8 @@ struct nnt_tok_reader {
     uint64_t mask_off;             /* byte offset of the loss-mask section; 0: none         */
     uint64_t block;                /* rows of block tokens (the extension's header[4]); 0   */
     uint64_t starts_off;           /* byte offset of the example-start section; 0: none     */
+    uint64_t values_off;           /* byte offset of the row-values section; 0: none        */
+    int64_t values_k;              /* its values a row                                      */
 };
 
 static const char *format_name(nnt_tok_format f)
@@ -99,32 +105,42 @@ static int open_llmc(nnt_tok_reader *r, uint64_t size, char *err, size_t errlen)
                            (long)n);
     uint32_t flags = extended ? nnt_io_le32(h + 12) : 0;
     int32_t block = extended ? (int32_t)nnt_io_le32(h + 16) : 0;
-    const uint32_t known = NNT_TOK_FLAG_MASK | NNT_TOK_FLAG_STARTS;
+    const uint32_t known = NNT_TOK_FLAG_MASK | NNT_TOK_FLAG_STARTS | NNT_TOK_FLAG_VALUES;
     if (flags & ~known)
         return nnt_io_errf(err, errlen, NNT_E_FORMAT, "%s (%s): unknown flags 0x%lx in "
-                           "header[3] (known: 0x%x, a loss-mask section, and 0x%x, example "
-                           "starts)", path, what, (unsigned long)flags, NNT_TOK_FLAG_MASK,
-                           NNT_TOK_FLAG_STARTS);
+                           "header[3] (known: 0x%x, a loss-mask section, 0x%x, example "
+                           "starts, and 0x%x, row values)", path, what, (unsigned long)flags,
+                           NNT_TOK_FLAG_MASK, NNT_TOK_FLAG_STARTS, NNT_TOK_FLAG_VALUES);
     if (block < 0 || (block > 0 && n % block))
         return nnt_io_errf(err, errlen, NNT_E_FORMAT, "%s (%s): header[4] gives rows of %ld "
                            "tokens, but header[2] = %ld tokens is not a whole number of them",
                            path, what, (long)block, (long)n);
+    int32_t k = flags & NNT_TOK_FLAG_VALUES ? (int32_t)nnt_io_le32(h + 20) : 0;
+    if ((flags & NNT_TOK_FLAG_VALUES) && (k < 1 || block < 1))
+        return nnt_io_errf(err, errlen, NNT_E_FORMAT, "%s (%s): row values (flag 0x%x) with "
+                           "%ld a row (header[5], >= 1) in rows of %ld tokens (header[4], "
+                           ">= 1)", path, what, NNT_TOK_FLAG_VALUES, (long)k, (long)block);
     r->elsize = wide ? 4 : 2;
     uint64_t mask_bytes = flags & NNT_TOK_FLAG_MASK ? ((uint64_t)n + 7) / 8 : 0;
     uint64_t starts_bytes = flags & NNT_TOK_FLAG_STARTS ? ((uint64_t)n + 7) / 8 : 0;
-    uint64_t want = NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n + mask_bytes + starts_bytes;
+    uint64_t values_bytes = k ? (uint64_t)(n / block) * (uint64_t)k * 4 : 0;
+    uint64_t sections = NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n + mask_bytes + starts_bytes;
+    uint64_t want = sections + values_bytes;
     if (size != want)
         return nnt_io_errf(err, errlen, NNT_E_FORMAT,
                            "%s (%s): %llu bytes, but header[2] = %ld tokens needs 1024 + %zu * "
-                           "%ld%s%s = %llu bytes (%s)",
+                           "%ld%s%s%s = %llu bytes (%s)",
                            path, what, (unsigned long long)size, (long)n, r->elsize, (long)n,
                            mask_bytes ? " + the loss mask's (n + 7) / 8" : "",
                            starts_bytes ? " + the example starts' (n + 7) / 8" : "",
+                           values_bytes ? " + the row values' 4 k n / block" : "",
                            (unsigned long long)want,
                            size < want ? "truncated" : "extra bytes at the end");
     r->mask_off = mask_bytes ? NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n : 0;
     r->starts_off = starts_bytes ? NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n + mask_bytes
                                  : 0;
+    r->values_off = k ? sections : 0;
+    r->values_k = k;
     r->block = (uint64_t)block;
     r->count = (uint64_t)n;
     r->data_off = NNT_TOK_HEADER_BYTES;
@@ -253,6 +269,43 @@ int nnt_tok_read_starts(const nnt_tok_reader *r, uint64_t start, size_t count, u
                      errlen);
 }
 
+int64_t nnt_tok_row_values(const nnt_tok_reader *r) { return r ? r->values_k : 0; }
+
+int nnt_tok_read_values(const nnt_tok_reader *r, uint64_t row, size_t nrows, float *out,
+                        char *err, size_t errlen)
+{
+    if (!r || (!out && nrows))
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL reader or buffer");
+    uint64_t rows = r->block ? r->count / r->block : 0;
+    if (!r->values_off || row > rows || nrows > rows - row)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: the values of rows [%llu, %llu + "
+                           "%zu): the file has %s", r->path, (unsigned long long)row,
+                           (unsigned long long)row, nrows, r->values_off ? "fewer rows"
+                                                                         : "no row values");
+    size_t k = (size_t)r->values_k;
+    unsigned char buf[1 << 12];
+    size_t per = sizeof buf / 4, total = nrows * k;
+    for (size_t done = 0; done < total;) {
+        size_t m = total - done < per ? total - done : per;
+        int rc = nnt_io_pread(r->fd, buf, m * 4, r->values_off + (row * k + done) * 4, r->path,
+                              err, errlen);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t bits = nnt_io_le32(buf + 4 * i);
+            float v;
+            memcpy(&v, &bits, sizeof v);
+            if (!isfinite(v))
+                return nnt_io_errf(err, errlen, NNT_E_FORMAT, "%s: value %zu of row %llu is "
+                                   "%g (row values must be finite)", r->path, (done + i) % k,
+                                   (unsigned long long)(row + (done + i) / k), (double)v);
+            out[done + i] = v;
+        }
+        done += m;
+    }
+    return 0;
+}
+
 int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t *out, char *err,
                  size_t errlen)
 {
@@ -322,6 +375,10 @@ struct nnt_tok_writer {
     int starts;                    /* an example-start section (held here until finish)    */
     unsigned char *start_bits;     /* (cap_starts) bytes, as mask: token i starts an example */
     size_t cap_starts;
+    int64_t values_k;              /* > 0: a row-values section of values_k floats a row     */
+    float *values;                 /* (cap_rows, values_k) row by row (held until finish)   */
+    unsigned char *has_values;     /* (cap_rows) 1 when the row's values were given          */
+    uint64_t cap_rows;
 };
 
 int nnt_tok_writer_begin(const char *path, nnt_tok_format format, int64_t vocab,
@@ -422,6 +479,79 @@ int nnt_tok_writer_record_starts(nnt_tok_writer *w, char *err, size_t errlen)
     return 0;
 }
 
+int nnt_tok_writer_record_values(nnt_tok_writer *w, int64_t k, char *err, size_t errlen)
+{
+    const char *path = nnt_io_out_path(w->out), *what = format_name(w->format);
+    if (!w->block || w->count || w->values_k || k < 1 || k > INT32_MAX)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): row values (%lld a row, >= 1) "
+                           "are set once, after the extension with rows and before the first "
+                           "token", path, what, (long long)k);
+    w->values_k = k;
+    return 0;
+}
+
+int nnt_tok_writer_row_values(nnt_tok_writer *w, uint64_t row, const float *values, char *err,
+                              size_t errlen)
+{
+    const char *path = nnt_io_out_path(w->out), *what = format_name(w->format);
+    size_t k = (size_t)w->values_k;
+    if (!k || !values)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): %s", path, what,
+                           k ? "NULL values" : "the writer records no row values");
+    for (size_t i = 0; i < k; i++)
+        if (!isfinite(values[i]))
+            return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): value %zu of row %llu is %g "
+                               "(row values must be finite)", path, what, i,
+                               (unsigned long long)row, (double)values[i]);
+    if (row >= w->cap_rows) {
+        uint64_t cap = w->cap_rows ? w->cap_rows : 1024;
+        while (cap <= row)
+            cap *= 2;
+        float *v = realloc(w->values, (size_t)cap * k * sizeof *v);
+        if (v)
+            w->values = v;
+        unsigned char *h = v ? realloc(w->has_values, (size_t)cap) : NULL;
+        if (!h)
+            return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory for the values of "
+                               "%llu rows", path, (unsigned long long)cap);
+        memset(h + w->cap_rows, 0, (size_t)(cap - w->cap_rows));
+        w->has_values = h;
+        w->cap_rows = cap;
+    }
+    if (w->has_values[row])
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): the values of row %llu are given "
+                           "twice", path, what, (unsigned long long)row);
+    memcpy(w->values + row * k, values, k * sizeof *values);
+    w->has_values[row] = 1;
+    return 0;
+}
+
+/* The row-values section: every row's values, little-endian (finish) */
+static int write_values(nnt_tok_writer *w, char *err, size_t errlen)
+{
+    uint64_t rows = w->count / w->block;
+    size_t k = (size_t)w->values_k;
+    for (uint64_t r = 0; r < rows; r++)
+        if (r >= w->cap_rows || !w->has_values[r])
+            return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): row %llu of %llu has no "
+                               "values", nnt_io_out_path(w->out), format_name(w->format),
+                               (unsigned long long)r, (unsigned long long)rows);
+    unsigned char buf[1 << 12];
+    size_t per = sizeof buf / 4, total = (size_t)rows * k;
+    int rc = 0;
+    for (size_t done = 0; rc == 0 && done < total;) {
+        size_t m = total - done < per ? total - done : per;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t bits;
+            memcpy(&bits, &w->values[done + i], sizeof bits);
+            nnt_io_put_le32(buf + 4 * i, bits);
+        }
+        rc = nnt_io_out_write(w->out, buf, m * 4, err, errlen);
+        done += m;
+    }
+    return rc;
+}
+
 int nnt_tok_writer_mark_start(nnt_tok_writer *w, char *err, size_t errlen)
 {
     if (!w->starts)
@@ -512,6 +642,8 @@ void nnt_tok_writer_abort(nnt_tok_writer *w)
     nnt_io_out_abort(w->out);
     free(w->mask);
     free(w->start_bits);
+    free(w->values);
+    free(w->has_values);
     free(w);
 }
 
@@ -531,14 +663,18 @@ int nnt_tok_writer_finish(nnt_tok_writer *w, char *err, size_t errlen)
         if (w->extended) {
             nnt_io_put_le32(h + 4, nnt_io_le32(h + 4) + 1);
             nnt_io_put_le32(h + 12, (w->masked ? NNT_TOK_FLAG_MASK : 0) |
-                                        (w->starts ? NNT_TOK_FLAG_STARTS : 0));
+                                        (w->starts ? NNT_TOK_FLAG_STARTS : 0) |
+                                        (w->values_k ? NNT_TOK_FLAG_VALUES : 0));
             nnt_io_put_le32(h + 16, (uint32_t)w->block);
+            nnt_io_put_le32(h + 20, (uint32_t)w->values_k);
         }
         if (w->masked && w->count)
             rc = nnt_io_out_write(w->out, w->mask, (size_t)((w->count + 7) / 8), err, errlen);
         if (rc == 0 && w->starts && w->count)
             rc = nnt_io_out_write(w->out, w->start_bits, (size_t)((w->count + 7) / 8), err,
                                   errlen);
+        if (rc == 0 && w->values_k)
+            rc = write_values(w, err, errlen);
         if (rc == 0)
             rc = nnt_io_out_pwrite(w->out, h, sizeof h, 0, err, errlen);
     }
@@ -549,6 +685,8 @@ int nnt_tok_writer_finish(nnt_tok_writer *w, char *err, size_t errlen)
     rc = nnt_io_out_commit(w->out, err, errlen);   /* frees the output either way */
     free(w->mask);
     free(w->start_bits);
+    free(w->values);
+    free(w->has_values);
     free(w);
     return rc;
 }

@@ -1341,7 +1341,8 @@ typedef struct pooled_loss {
     double divisor;                 /* nnt_layer_set_targets_ex's (0: the pairs' or rows' number) */
     float *values;                  /* label values: (B, L) set by nnt_layer_set_label_values */
     int64_t nvalues;                /* their number; 0: none set                             */
-    int with_loss;                  /* the last forward computed the loss                    */
+    int with_loss;                  /* the last forward computed the loss, no backward since */
+    int loss_valid;                 /* the last forward computed the loss (kept by backward) */
     double loss;
     int64_t rows, L;                /* B and L of the last forward                           */
     int64_t *pooled;                /* (B) each row's pooled position within the row         */
@@ -1462,7 +1463,7 @@ static int pooled_room(nnt_layer *l, int64_t B, int64_t n, int64_t L)
 static int pooled_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     pooled_loss *c = l->impl;
-    c->with_loss = 0;
+    c->with_loss = c->loss_valid = 0;
     int pairs = c->problem == NNT_PROBLEM_DEFAULT;
     if (x->dtype != NNT_FP32 || x->ndim < 2 || (pairs && x->shape[x->ndim - 1] != 1))
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a %s layer takes fp32 "
@@ -1489,7 +1490,7 @@ static int pooled_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)(pairs ? B / 2 : B);
     c->loss = sum / c->fwd_divisor;
     c->scores = x;
-    c->with_loss = 1;
+    c->with_loss = c->loss_valid = 1;
     *y = x;
     return NNT_OK;
 }
@@ -1497,7 +1498,7 @@ static int pooled_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 static int pooled_loss_value(nnt_layer *l, double *loss)
 {
     pooled_loss *c = l->impl;
-    if (!c->with_loss)
+    if (!c->loss_valid)
         return no_loss_yet(l);
     *loss = c->loss;
     return NNT_OK;

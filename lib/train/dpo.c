@@ -142,7 +142,7 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     int64_t B = o->batch, T = o->seq;
     nnt_model_config mc;
     int model = nnt_model_config_of(tr->model, &mc) == 0;   /* (else a layer of the caller's) */
-    int reward = model && mc.num_labels == 1;
+    int reward = model && nnt_model_is_reward(&mc);
     if (model && mc.num_labels > 0 && o->dpo_beta > 0) {
         char what[64] = "reward model (num_labels 1)";
         if (!reward)

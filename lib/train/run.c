@@ -134,7 +134,7 @@ static int open_tokenizer(run_parts *p)
 /* The run reads pairs of rows (chosen, rejected): DPO, or a reward model (num_labels 1). */
 static int reads_pairs(const run_parts *p)
 {
-    return p->o.dpo_beta > 0 || p->cfg.num_labels == 1;
+    return p->o.dpo_beta > 0 || nnt_model_is_reward(&p->cfg);
 }
 
 /* The model of the source or configuration, for batches of (B, T), and its fine-tuning. */

@@ -110,7 +110,8 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
             !nnt_dpo_loss_free(o->dpo_loss) && tr->resumed_options ?
             " (or the resumed checkpoint's)" : "");
     nnt_model_config mc;
-    if (!(o->dpo_beta > 0) && nnt_model_config_of(tr->model, &mc) == 0 && mc.num_labels == 1)
+    if (!(o->dpo_beta > 0) && nnt_model_config_of(tr->model, &mc) == 0 &&
+        nnt_model_is_reward(&mc))
         add(t, "loss:      a reward model's (TRL's RewardTrainer: -log sigmoid(r_chosen - "
             "r_rejected)%s, r a row's score at its last token that is not padding, id %lld): "
             "%lld pairs of rows (chosen, rejected), %lld a micro-batch%s\n",
@@ -121,6 +122,16 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
         add(t, "loss:      a classifier's cross-entropy over its %lld labels at each example's "
             "last token (transformers' single_label_classification), the label the token "
             "after it in the data; validation: loss and accuracy\n", (long long)tr->labels);
+    if (tr->values_k)
+        add(t, "loss:      %s over its %lld %s at each example's last token (transformers' "
+            "%s), the values its data row carries\n",
+            mc.problem_type == NNT_PROBLEM_REGRESSION ? "a regression's mean squared error"
+                                                      : "a multi-label classifier's binary "
+                                                        "cross-entropy with logits",
+            (long long)tr->values_k, mc.problem_type == NNT_PROBLEM_REGRESSION ? "values"
+                                                                               : "labels",
+            mc.problem_type == NNT_PROBLEM_REGRESSION ? "regression"
+                                                      : "multi_label_classification");
 }
 
 static void add_validation(const nnt_trainer *tr, nnt_text *t)

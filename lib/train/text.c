@@ -126,10 +126,15 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
         add(t, ", hidden %lld", (long long)c.hidden);
     add(t, ", V %lld, context %lld", (long long)c.vocab, (long long)c.max_seq);
     const char *const *names = c.num_labels > 1 ? nnt_model_label_names_of(tr->model) : NULL;
-    if (c.num_labels > 0)
-        add(t, c.num_labels == 1 ? ", a reward model (a score head)"
-                                 : ", a classifier of %lld labels (a score head%s",
-            (long long)c.num_labels, names ? "; labels " : ")");
+    static const char *const kinds[] = {"classifier of %lld labels", "regression of %lld "
+                                        "values", "multi-label classifier of %lld labels"};
+    if (nnt_model_is_reward(&c))
+        add(t, ", a reward model (a score head)");
+    else if (c.num_labels > 0) {
+        add(t, ", a ");
+        add(t, kinds[c.problem_type], (long long)c.num_labels);
+        add(t, " (a score head%s", names ? "; labels " : ")");
+    }
     for (int64_t k = 0; names && k < c.num_labels && k < 8; k++)   /* (id2label's names) */
         add(t, "%s%s%s", k ? ", " : "", names[k],
             k + 1 == c.num_labels ? ")" : k == 7 ? ", ...)" : "");

@@ -168,6 +168,35 @@ static int classifier_prepare(nnt_trainer *tr, const char *fn, int64_t labels)
     return NNT_OK;
 }
 
+/* A classifier trained on values (regression, multi-label) trains on rows that carry them:
+ * each text then a token that counts, its pooled position (nnt-tokenize --problem-type;
+ * nnt_token_writer_write_example_values), as many values a row as it has labels. */
+static int values_prepare(nnt_trainer *tr, const char *fn, const nnt_model_config *cfg)
+{
+    const char *kind = cfg->problem_type == NNT_PROBLEM_REGRESSION ? "regression"
+                                                                   : "multi-label";
+    nnt_data *sources[2] = {tr->data, nnt_trainer_val_source(tr)};
+    for (int k = 0; k < 2; k++) {
+        nnt_data_info di = NNT_DATA_INFO_INIT;
+        if (sources[k] && nnt_data_info_get(sources[k], &di) == 0 &&
+            (!di.masked || di.row_values != cfg->num_labels))
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: a %s classifier of %lld labels trains on "
+                            "rows that carry %lld values each, each text followed by one "
+                            "target that counts (nnt-tokenize --problem-type; nnt_token_writer_"
+                            "write_example_values): the %s %s", fn, kind,
+                            (long long)cfg->num_labels, (long long)cfg->num_labels,
+                            k ? "held-out data" : "training data",
+                            !di.masked ? "has no loss mask" : di.row_values ? "carries another "
+                            "number of values a row" : "carries no values");
+    }
+    if (tr->o.dpo_beta > 0)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: dpo_beta: a %s classifier is not trained on "
+                        "preference pairs", fn, kind);
+    tr->values_k = cfg->num_labels;
+    tr->values = malloc((size_t)(tr->o.batch * tr->values_k) * sizeof *tr->values);
+    return tr->values ? NNT_OK : nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+}
+
 /* Whether v is one of the n tensors of set. */
 static int among(const nnt_tensor *v, const nnt_tensor *const *set, int n)
 {
@@ -258,12 +287,9 @@ static int prepare(nnt_trainer *tr, const char *fn)
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     tr->done = stats.step;
     if (cfg.problem_type != NNT_PROBLEM_DEFAULT)
-        return nnt_fail(tr->ctx, NNT_E_UNSUPPORTED, "%s: a classifier trained on values "
-                        "(problem_type %s) takes its values through nnt_layer_set_label_values "
-                        "in a loop of its own: the trainer reads labels from token files only",
-                        fn, cfg.problem_type == NNT_PROBLEM_REGRESSION ? "regression"
-                                                                       : "multi-label");
-    NNT_TRY(classifier_prepare(tr, fn, cfg.num_labels));
+        NNT_TRY(values_prepare(tr, fn, &cfg));
+    else
+        NNT_TRY(classifier_prepare(tr, fn, cfg.num_labels));
     /* pairs (DPO, a reward model) for training or held out: validations alone (steps 0) too */
     nnt_data *pairs = tr->data ? tr->data : nnt_trainer_val_source(tr);
     return pairs ? nnt_dpo_prepare(tr, fn) : NNT_OK;
@@ -479,7 +505,7 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
                         "both the same", fn, (long long)o.accum,
                         (long long)opt->opts.accum_steps);
     nnt_model_config mc;   /* a reward model (num_labels 1) reads pairs of rows, as DPO */
-    int reward = nnt_model_config_of(model, &mc) == 0 && mc.num_labels == 1;
+    int reward = nnt_model_config_of(model, &mc) == 0 && nnt_model_is_reward(&mc);
     int rows = nnt_held_out_in_rows(o.dpo_beta > 0 || reward, o.val_data ? o.val_data : data);
     NNT_TRY(check_options(opt->ctx, fn, &o, data, rows));
     nnt_trainer *tr = calloc(1, sizeof *tr);
@@ -538,7 +564,7 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
     nnt_tensor_destroy(tr->positions);
     free(tr->pos_host);
     nnt_tensor_destroy(tr->targets);
-    free(tr->window), free(tr->rows), free(tr->mask), free(tr->kept);
+    free(tr->window), free(tr->rows), free(tr->mask), free(tr->kept), free(tr->values);
     nnt_dpo_free(tr);
     if (tr->csv)
         fclose(tr->csv);
@@ -667,6 +693,26 @@ static int batch_positions(nnt_trainer *tr, nnt_data *data, int64_t start, int64
     return nnt_layer_set_positions(tr->model, tr->positions);
 }
 
+/* A classifier trained on values: the values of the B rows of the window at offset pos of a
+ * range of data (row-aligned: rows of T), or of shuffled rows pos .. pos + B - 1, given to
+ * the model for the next forwards; other models: nothing. */
+static int batch_values(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t len,
+                        uint64_t pos, int rows)
+{
+    int64_t B = tr->o.batch, T = tr->o.seq, k = tr->values_k;
+    if (!k)
+        return NNT_OK;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t at = rows ? (int64_t)nnt_shuffled_row(tr->o.seed, tr->nrows, pos + (uint64_t)b) * T
+                          : start + (int64_t)((pos + (uint64_t)(b * T)) % (uint64_t)len);
+        if (at % T)
+            return nnt_fail(tr->ctx, NNT_E_STATE, "nnt_trainer: a window at token %lld is not "
+                            "a row's start (rows of %lld)", (long long)at, (long long)T);
+        NNT_TRY(nnt_data_read_row_values(data, at / T, tr->values + b * k, k));
+    }
+    return nnt_layer_set_label_values(tr->model, tr->values, B * k);
+}
+
 /* The window of B*T + 1 tokens at offset pos of a range of data: inputs window[0..BT),
  * targets window[1..BT] (masked: those not counting ignored). */
 static int load_window(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t len,
@@ -676,6 +722,7 @@ static int load_window(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t l
     if (masked)
         NNT_TRY(batch_mask(tr, data, start, len, pos, 0, NULL));
     NNT_TRY(batch_positions(tr, data, start, len, pos, 0));
+    NNT_TRY(batch_values(tr, data, start, len, pos, 0));
     return upload_batch(tr, tr->window, tr->window + 1, masked);
 }
 
@@ -694,6 +741,7 @@ static int load_rows(nnt_trainer *tr, uint64_t pos)
     if (tr->masked)
         NNT_TRY(batch_mask(tr, tr->data, 0, tr->ntokens, pos, 1, NULL));
     NNT_TRY(batch_positions(tr, tr->data, 0, tr->ntokens, pos, 1));
+    NNT_TRY(batch_values(tr, tr->data, 0, tr->ntokens, pos, 1));
     return upload_batch(tr, inputs, targets, tr->masked);
 }
 

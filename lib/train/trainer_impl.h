@@ -37,6 +37,9 @@ struct nnt_trainer {
     int masked;                    /* the training data has a loss mask                    */
     int64_t labels;                /* a classifier's num_labels (>= 2): the counted targets
                                       are labels, checked below it; 0: a language model     */
+    int64_t values_k;              /* a classifier trained on values: its num_labels, the
+                                      values each row of the data carries; 0: none         */
+    float *values;                 /* (B, values_k) the micro-batch's rows' values          */
     uint8_t *mask;                 /* (B*T) which targets of a micro-batch count           */
     int32_t *kept;                 /* (B*T) the targets, those not counting ignored        */
     int32_t *window;               /* (B*T + 1) consecutive tokens                         */
