@@ -303,6 +303,9 @@ char *cli_config_beside(const char *tokenizer_json)
     return NULL;
 }
 
+const char *const cli_problem_types[] = {"single_label_classification", "regression",
+                                         "multi_label_classification", NULL};
+
 const char *const cli_chat_templates[] = {"auto",     "none",       "chatml",      "llama3",
                                           "qwen2.5",  "qwen3",      "llama3.1",    "llama3.2",
                                           "gemma",    "gemma2",     "gemma3",      "phi3",

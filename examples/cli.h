@@ -95,6 +95,9 @@ nnt_chat_template cli_chat_template(const char *name);
  * .jsonl --data): "auto", "none" and the library's names, NULL-terminated; and their help
  * line's list. */
 extern const char *const cli_chat_templates[];
+/* --problem-type's choices, transformers' problem_type names, at NNT_PROBLEM_* (the first,
+ * single_label_classification, NNT_PROBLEM_DEFAULT) */
+extern const char *const cli_problem_types[];
 #define CLI_CHAT_TEMPLATE_LIST \
     "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3|phi3|" \
     "phi3.5|\nqwen3-2507|deepseek-r1|gpt-oss"

@@ -43,6 +43,7 @@ typedef struct opts {
     int jsonl, pack, pad;
     int preference;               /* --preference: preference records, a pair two rows     */
     int64_t num_labels;           /* --num-labels: classification records                  */
+    int problem;                  /* --problem-type: NNT_PROBLEM_* (records of values)     */
     const char *label_names;      /* --label-names: their labels by name                   */
     int64_t seq;
     int too_long;                 /* 0 refuse, 1 cut                                        */
@@ -90,10 +91,15 @@ static const cli_option table[] = {
              "sharing their prompt), TRL's DPO\nforms: each record's chosen and rejected "
              "sequences\nin two rows, for nnt-train --dpo-beta (implies\n--jsonl; not with "
              "--pack)"),
-    OPT_INT("num-labels", num_labels, 2, 1 << 20, NULL, 0, "N", "the INPUTs are JSON Lines of "
+    OPT_INT("num-labels", num_labels, 1, 1 << 20, NULL, 0, "N", "the INPUTs are JSON Lines of "
             "classification records\n{\"text\", \"label\"} (labels 0 .. N - 1): each text "
             "then its\nlabel, the one target that counts, for nnt-train\n--num-labels N "
             "(implies --jsonl)"),
+    OPT_CHOICE("problem-type", problem, cli_problem_types, "single_label_classification", 0,
+               "P", "single_label_classification|regression|\nmulti_label_classification: "
+               "with the other two\na record's label is N numbers (a number when N is\n1; "
+               "multi-label: each in [0, 1]), carried by its\nrow, for nnt-train --problem-type "
+               "P (text then one\ntarget that counts)"),
     OPT_STR("label-names", label_names, NULL, 0, "LIST", "names of the labels 0, 1, ... "
             "separated by commas:\na record's label may be one of them (a string), as\nwell "
             "as its index (implies --num-labels, their\ncount)"),
@@ -183,6 +189,14 @@ static int parse_opts(int argc, char **argv, opts *o)
     }
     if (o->preference && o->num_labels)
         return usage("%s", "give one of --preference and --num-labels");
+    if (o->problem && !o->num_labels)
+        return usage("%s", "--problem-type is a classifier's: give --num-labels N");
+    if (o->problem && o->label_names)
+        return usage("%s", "--label-names: the records of --problem-type regression and "
+                     "multi_label_classification give numbers, not label names");
+    if (o->num_labels == 1 && o->problem != NNT_PROBLEM_REGRESSION)
+        return usage("%s", "--num-labels 1: a regression of one value (--problem-type "
+                     "regression); classification records need 2 labels or more");
     o->jsonl |= o->preference || o->num_labels;
     if (!o->jsonl && (o->seq || o->pack || o->pad || o->too_long > 0 || o->chat_template > 0 ||
                       o->tokenizer_config || o->chat_date || o->loss >= 0))
@@ -206,7 +220,7 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
-                    o->loss == 2, o->preference, o->num_labels, names, nnames};
+                    o->loss == 2, o->preference, o->num_labels, names, nnames, o->problem};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);
@@ -219,7 +233,8 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
                 o->preference ? "sequences of pairs" : "examples", (long long)st.cut,
                 (long long)st.rows, (long long)o->seq, (long long)st.counted);
         for (int64_t k = 0; k < o->num_labels && k < 16; k++)   /* (the first 16) */
-            fprintf(stderr, "%s%lld: %lld", k ? ", " : "; examples of label ", (long long)k,
+            fprintf(stderr, "%s%lld: %lld", k ? ", " : o->problem ? "; examples whose value "
+                    "is above 0.5, of label " : "; examples of label ", (long long)k,
                     (long long)st.label_counts[k]);
         if (o->num_labels > 16)
             fprintf(stderr, ", ...");

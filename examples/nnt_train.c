@@ -611,10 +611,16 @@ static int make_dirs(const char *dir)
 }
 
 /* The labels of the classifier the run trains: --num-labels, else the source's (0: a
- * language model, 1: a reward model). */
+ * language model, 1: a reward model or a regression of one value). */
 static int64_t run_labels(const trainer *t)
 {
     return t->o.run.num_labels ? t->o.run.num_labels : t->cfg.num_labels;
+}
+
+/* Its problem type: --problem-type, else the source's (NNT_PROBLEM_*) */
+static int run_problem(const trainer *t)
+{
+    return t->o.run.problem_type >= 0 ? t->o.run.problem_type : t->cfg.problem_type;
 }
 
 /* The names the records of a classifier of L labels may give their labels by: --label-names,
@@ -662,7 +668,9 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     if (n < 7 || strcmp(*path + n - 6, ".jsonl") != 0 || o->run.data_format != NNT_DATA_AUTO)
         return 0;
     int64_t labels = run_labels(t);
-    int pairs = o->loop.dpo_beta > 0 || labels == 1;   /* (a pair: two examples, rows) */
+    int problem = labels > 0 ? run_problem(t) : NNT_PROBLEM_DEFAULT;
+    /* (a pair: two examples, rows) */
+    int pairs = o->loop.dpo_beta > 0 || (labels == 1 && problem == NNT_PROBLEM_DEFAULT);
     const char *json = o->run.tokenizer_json ? o->run.tokenizer_json : o->load_hf;
     if (t->mpi)
         return train_usage_error("%s %s: prompt/answer records are made into a token file by "
@@ -691,10 +699,10 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
                      o->jsonl_loss == 1, o->jsonl_loss == 2,
-                     pairs, labels >= 2 ? labels : 0, NULL, 0};
+                     pairs, labels >= 2 || problem ? labels : 0, NULL, 0, problem};
     jsonl_stats st = {0};
     char *inputs[1] = {(char *)*path};
-    rc = record_label_names(t, labels, &names, &nnames);
+    rc = problem ? 0 : record_label_names(t, labels, &names, &nnames);
     jo.label_names = names, jo.nlabel_names = nnames;
     rc = rc || make_dirs(o->out_dir) ? 1
                                      : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
@@ -710,10 +718,14 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     }
     if (labels > 0 && o->run.pad_token_id < 0)   /* a classifier's: TRL's, the tokenizer's */
         o->run.pad_token_id = st.pad;
-    char counts[256] = "";   /* a classifier's: the examples of each label (the first 8) */
-    for (int64_t k = 0, at = 0; k < jo.num_labels && k < 8 && at < (int64_t)sizeof counts; k++)
+    /* a classifier's: the examples of each label (the first 8); multi-label: those above 0.5
+     * for each label; none for a regression */
+    char counts[256] = "";
+    int64_t shown = problem == NNT_PROBLEM_REGRESSION ? 0 : jo.num_labels;
+    for (int64_t k = 0, at = 0; k < shown && k < 8 && at < (int64_t)sizeof counts; k++)
         at += snprintf(counts + at, sizeof counts - (size_t)at, "%s%lld: %lld%s",
-                       k ? ", " : " (labels ", (long long)k, (long long)st.label_counts[k],
+                       k ? ", " : problem ? " (above 0.5, labels " : " (labels ", (long long)k,
+                       (long long)st.label_counts[k],
                        k + 1 == jo.num_labels ? ")" : k == 7 ? ", ...)" : "");
     free(st.label_counts);
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "

@@ -22,11 +22,12 @@ static int fail_lib(const char *where, int rc)
     return 1;
 }
 
-/* One encoded example into the writer; counts into *st. */
+/* One encoded example into the writer (values: its row's, else NULL); counts into *st. */
 static int write_one(const char *where, nnt_token_writer *w, int64_t T, const int32_t *ids,
-                     const uint8_t *counts, size_t n, jsonl_stats *st)
+                     const uint8_t *counts, size_t n, const float *values, jsonl_stats *st)
 {
-    int e = nnt_token_writer_write_example(w, ids, counts, n);
+    int e = values ? nnt_token_writer_write_example_values(w, ids, counts, n, values)
+                   : nnt_token_writer_write_example(w, ids, counts, n);
     if (e) {
         fail_lib(where, e);
         if (e == NNT_E_INVAL && (int64_t)n > T)
@@ -46,15 +47,18 @@ static int write_one(const char *where, nnt_token_writer *w, int64_t T, const in
 
 /* A classification record's text then its label (the one target that counts) into
  * *row / *counts (grown as needed): the text cut to T - 1 tokens with cut, else refused
- * when longer; *n the row's length. */
+ * when longer; *n the row's length. A record of values (o->problem): its text then a token
+ * 0 that counts, its values into values. */
 static int labelled_row(const char *where, nnt_sft *s, const char *record, size_t len,
                         const jsonl_opts *o, int32_t **row, uint8_t **counts, size_t *cap,
-                        size_t *n, jsonl_stats *st)
+                        size_t *n, float *values, jsonl_stats *st)
 {
     const int32_t *ids;
     size_t nids;
-    int64_t label;
-    int e = nnt_sft_encode_labelled(s, record, len, &ids, &nids, &label);
+    int64_t label = 0;
+    int e = o->problem ? nnt_sft_encode_valued(s, record, len, o->problem, o->num_labels, &ids,
+                                               &nids, values)
+                       : nnt_sft_encode_labelled(s, record, len, &ids, &nids, &label);
     if (e)
         return fail_lib(where, e);
     if (label >= o->num_labels) {
@@ -88,7 +92,10 @@ static int labelled_row(const char *where, nnt_sft *s, const char *record, size_
     memset(*counts, 0, nids);
     (*counts)[nids] = 1;
     *n = nids + 1;
-    st->label_counts[label]++;
+    for (int64_t k = 0; o->problem && k < o->num_labels; k++)
+        st->label_counts[k] += values[k] > 0.5f;
+    if (!o->problem)
+        st->label_counts[label]++;
     return 0;
 }
 
@@ -102,8 +109,14 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
     int32_t *row = NULL;
     uint8_t *row_counts = NULL;
     size_t row_cap = 0;
+    float *values = o->problem ? malloc((size_t)o->num_labels * sizeof *values) : NULL;
+    if (o->problem && !values) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
     FILE *f = fopen(path, "r");
     if (!f) {
+        free(values);
         fprintf(stderr, "%s: %s: cannot open: %s\n", prog, path, strerror(errno));
         return 1;
     }
@@ -127,7 +140,7 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
         size_t n[2];
         if (o->num_labels) {
             if ((rc = labelled_row(where, s, line + bom, (size_t)(len - bom), o, &row,
-                                   &row_counts, &row_cap, &n[0], st)) != 0)
+                                   &row_counts, &row_cap, &n[0], values, st)) != 0)
                 break;
             ids[0] = row, counts[0] = row_counts;
         } else {
@@ -141,7 +154,7 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
             }
         }
         for (int k = 0; rc == 0 && k < 1 + preference; k++)
-            rc = write_one(where, w, T, ids[k], counts[k], n[k], st);
+            rc = write_one(where, w, T, ids[k], counts[k], n[k], values, st);
     }
     if (rc == 0 && ferror(f)) {
         fprintf(stderr, "%s: %s: cannot read: %s\n", prog, path, strerror(errno));
@@ -150,6 +163,7 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
     free(line);
     free(row);
     free(row_counts);
+    free(values);
     fclose(f);
     return rc;
 }
@@ -183,6 +197,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
     wo.bits = bits, wo.vocab = vocab, wo.mask = 1, wo.block = o->seq;
     wo.pack = o->pack && !o->preference, wo.cut = o->cut;   /* (a pair: two rows) */
+    wo.row_values = o->problem ? o->num_labels : 0;
     nnt_sft_pad_id(s, &wo.pad);
     st->pad = wo.pad;
     nnt_token_writer *w = NULL;

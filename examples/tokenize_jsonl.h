@@ -24,11 +24,16 @@ typedef struct jsonl_opts {
     const char *const *label_names;   /* classification records' labels may be these names
                                          (nlabel_names of them; NULL: indices only)        */
     int64_t nlabel_names;
+    int problem;                      /* with num_labels: NNT_PROBLEM_DEFAULT, one label a
+                                         record; NNT_PROBLEM_REGRESSION or _MULTI_LABEL:
+                                         num_labels values a record, carried by its row
+                                         (nnt_sft_encode_valued)                            */
 } jsonl_opts;
 
 typedef struct jsonl_stats {
     int64_t examples, cut, rows, counted;   /* (preference: a pair two examples) */
-    int64_t *label_counts;            /* num_labels: the examples of each label (malloc'd) */
+    int64_t *label_counts;            /* num_labels: the examples of each label (malloc'd;
+                                         on values: of each value above 0.5)               */
     int64_t empty;                    /* examples of which no token counts once cut to T */
     int32_t pad;                      /* the id rows are padded with (nnt_sft_pad_id)     */
 } jsonl_stats;

@@ -192,6 +192,11 @@ static const cli_option table[] = {
             "rest), trained on --data FILE.jsonl of\nclassification records ({\"text\", "
             "\"label\"}); 1: a\nreward model trained on --data FILE.jsonl of\npreference "
             "records (TRL's RewardTrainer; default:\nthe model's own)"),
+    OPT_CHOICE("problem-type", run.problem_type, cli_problem_types, NULL, 0, "P",
+               "single_label_classification|regression|\nmulti_label_classification: what "
+               "the classifier\nlearns (transformers' problem_type; default: the\nmodel's "
+               "own): one label a text, or the values of\nrecords {\"text\", \"label\": V} "
+               "(V a number, or a\nlist of N numbers; multi-label: each in [0, 1])"),
     OPT_STR("label-names", label_names, NULL, 0, "LIST", "names of a classifier's labels "
             "0, 1, ... separated\nby commas (config.json's id2label, as --save-hf\nwrites it; "
             "default: the model's, else LABEL_0, ...)"),
@@ -476,7 +481,20 @@ static int check_combinations(const train_opts *o)
     if (o->loop.dpo_beta > 0 && o->jsonl_pack)
         return train_usage_error("--dpo-beta reads each sequence of a pair in a row of its own: "
                                  "not with --pack");
-    if (o->run.num_labels == 1 && o->loop.batch % 2)
+    if (o->run.problem_type > 0 && o->run.num_labels == 0 && !o->load_hf)
+        return train_usage_error("--problem-type is a classifier's: give --num-labels N");
+    if (o->run.problem_type > 0 && o->label_names)
+        return train_usage_error("--label-names: the records of --problem-type %s give "
+                                 "numbers, not label names",
+                                 cli_problem_types[o->run.problem_type]);
+    if (o->run.problem_type > 0 && o->loop.dpo_beta > 0)
+        return train_usage_error("--dpo-beta trains a language model, not a classifier "
+                                 "(--problem-type %s)", cli_problem_types[o->run.problem_type]);
+    if (o->run.problem_type > 0 && o->loop.reward_center > 0)
+        return train_usage_error("--reward-center is for reward models, not --problem-type %s",
+                                 cli_problem_types[o->run.problem_type]);
+    /* (a regression of one value is no reward model: no pairs) */
+    if (o->run.num_labels == 1 && o->run.problem_type <= 0 && o->loop.batch % 2)
         return train_usage_error("--num-labels 1 (a reward model) takes pairs (chosen, "
                                  "rejected) side by side: --batch must be even, not %lld",
                                  (long long)o->loop.batch);

@@ -1970,6 +1970,17 @@ NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len
  * not a string or of no token, a label not such an integer are NNT_E_FORMAT naming it. */
 NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
                                     const int32_t **ids, size_t *n, int64_t *label);
+/* A record of a classifier trained on values (new in 0.4; nnt_layer_label_values_create):
+ * {"text": T, "label": V}, V a list of k numbers (or a number when k is 1): a regression's
+ * targets (problem NNT_PROBLEM_REGRESSION), or a multi-label classifier's
+ * (NNT_PROBLEM_MULTI_LABEL), each in [0, 1] (1: the text has the label). *ids as
+ * nnt_sft_encode_labelled gives them, values the k values. A malformed record, other keys, a
+ * text not a string or of no token, a label of another count, not finite, or out of [0, 1]
+ * for multi-label are NNT_E_FORMAT naming it. A classifier trains on its text followed by
+ * one token that counts (nnt-tokenize --problem-type), the row carrying the values
+ * (nnt_token_writer_write_example_values). */
+NNT_API int nnt_sft_encode_valued(nnt_sft *s, const char *record, size_t len, int problem,
+                                  int64_t k, const int32_t **ids, size_t *n, float *values);
 /* Names of the labels (n of them, copied; NULL and 0: none): then nnt_sft_encode_labelled
  * also takes a label given by its name, a JSON string, as label k when it is names[k]
  * (another string NNT_E_FORMAT naming it). Names as nnt_model_set_label_names takes them
@@ -2332,11 +2343,15 @@ typedef struct nnt_run_config {
                                      configuration's own                                     */
     int64_t pad_token_id;         /* >= 0: a classifier's pad id (TRL sets the tokenizer's:
                                      pad_token, else eos_token; nnt_sft_pad_id); -1: its own  */
+    int problem_type;             /* >= 0: the classifier's nnt_model_config.problem_type
+                                     (NNT_PROBLEM_*: regression and multi-label train on the
+                                     data rows' values); -1: the source's or configuration's
+                                     own (new in 0.4: a size without it gets -1)             */
 } nnt_run_config;
 
 #define NNT_RUN_CONFIG_INIT \
     { sizeof(nnt_run_config), NULL, NULL, NULL, 0, NNT_PRECISION_FP32, NNT_TOKENIZER_AUTO, \
-      NULL, NULL, NULL, NULL, NNT_DATA_AUTO, NULL, 0.0, 0, NULL, NULL, NULL, NULL, 0, 0, -1 }
+      NULL, NULL, NULL, NULL, NNT_DATA_AUTO, NULL, 0.0, 0, NULL, NULL, NULL, NULL, 0, 0, -1, -1 }
 
 /* A trainer of the run run describes, owning what it builds: the context's precision, the
  * tokenizer, the model (nnt_model_open for batch x seq with the tiling's overrides,

@@ -26,11 +26,18 @@ most T - 1 tokens, so that the rows fit a token file of rows of T that nnt's tra
   <case>.safetensors  ids, values (B, num_labels) float32, pooled, logits (the pooled
                logits), loss (float64), grad.<name> (the first step's), losses (the 3
                steps'), final.<name>
+  text_regression/, text_multi/  classifiers over the llama3 fixture tokenizer's vocabulary
+               (pad its pad_token) of 2 values / 3 labels, and text_<kind>_train.jsonl,
+               text_<kind>_val.jsonl: gen_cls_fixtures.py's texts as records {"text", "label":
+               [values]}; text_<kind>.safetensors: losses (3 steps of B 4 records in order, each
+               text truncated to TEXT_T - 1 tokens and the rows padded on the right, as
+               gen_cls_fixtures.py's text classifier), val_loss (the 4 held-out records)
   <case>.expected  row 0's ids (with its padding), then what nnt-generate prints for it
                before the steps: the pooled logits (regression), or sigmoid of them
                (multi-label)
 """
 import argparse
+import json
 import os
 import sys
 
@@ -54,6 +61,57 @@ CASES = [
 
 def model_loss(m, ids, values):
     return m(input_ids=ids, labels=values).loss
+
+
+# Records of texts trained through nnt-train (tests/check_classify.sh): gen_cls_fixtures.py's
+# texts with values (regression: 2 values; multi-label: 3 labels, a text may have several)
+def text_values(kind, label, i):
+    if kind == "regression":
+        return [0.5 * label - 0.25, 1.0 - 0.125 * i]
+    return [float(label == 0 or i % 5 == 0), float(label == 1), float(label == 2 or i % 3 == 0)]
+
+
+def text_case(out, kind, problem, seed):
+    """The records of kind, a classifier of their values over the llama3 fixture tokenizer,
+    and its STEPS steps of B records in order then its held-out loss (text_<kind>.*)"""
+    from transformers import AutoTokenizer
+    fx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "sft")
+    tok = AutoTokenizer.from_pretrained(os.path.join(fx, "llama3"))
+    recs = {}
+    for split, texts in (("train", base.TEXT_TRAIN), ("val", base.TEXT_VAL)):
+        recs[split] = [(t, text_values(kind, lab, i)) for i, (t, lab) in enumerate(texts)]
+        with open(os.path.join(out, "text_%s_%s.jsonl" % (kind, split)), "w") as fh:
+            for t, v in recs[split]:
+                fh.write(json.dumps({"text": t, "label": v}) + "\n")
+    L = len(recs["train"][0][1])
+    cfg = base.llama_config(L)
+    cfg.vocab_size = len(tok)
+    torch.manual_seed(seed)
+    m = LlamaForSequenceClassification(cfg).eval()
+    m.config.pad_token_id = tok.pad_token_id
+    m.config.problem_type = problem
+    m.save_pretrained(os.path.join(out, "text_" + kind), safe_serialization=True)
+
+    def batch(rs):   # gen_cls_fixtures.text_batch's encoding, with the values
+        ids, _ = base.text_batch(tok, [(t, 0) for t, _ in rs])
+        return ids, torch.tensor([v for _, v in rs], dtype=torch.float32)
+
+    opt = base.adamw(m)
+    losses = []
+    for st in range(base.STEPS):
+        ids, y = batch(recs["train"][st * base.B:(st + 1) * base.B])
+        opt.zero_grad()
+        loss = model_loss(m, ids, y)
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    ids, y = batch(recs["val"])
+    with torch.no_grad():
+        val_loss = model_loss(m, ids, y)
+    save_file({"losses": torch.tensor(losses, dtype=torch.float64),
+               "val_loss": val_loss.reshape(1).double()},
+              os.path.join(out, "text_%s.safetensors" % kind))
+    print(f"text_{kind}: steps {losses}, held out {val_loss.item():.6f}")
 
 
 def main():
@@ -92,7 +150,9 @@ def main():
             f.write(" ".join(str(int(i)) for i in ids[0]) + "\n")
             f.write(" ".join(f"{v:.9f}" for v in shown.tolist()) + "\n")
         print(f"{name}: loss {ref['loss'].item():.6f}, steps {ref['losses'].tolist()}")
-    for d in [c[0] for c in CASES]:   # what the C tests read: no training arguments
+    text_case(out, "regression", "regression", 21)
+    text_case(out, "multi", "multi_label_classification", 22)
+    for d in [c[0] for c in CASES] + ["text_regression", "text_multi"]:   # no training args
         for junk in ["generation_config.json"]:
             p = os.path.join(out, d, junk)
             if os.path.exists(p):

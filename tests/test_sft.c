@@ -1645,12 +1645,12 @@ START_TEST(test_token_file)
         ck_assert_int_eq(starts[i], 0);
     nnt_data_close(data);
     /* a reader refuses flags it does not know */
-    f[12] = 5;
+    f[12] = 9;
     FILE *o = fopen(path, "wb");
     ck_assert_uint_eq(fwrite(f, 1, size, o), size);
     ck_assert_int_eq(fclose(o), 0);
     EXPECT_FAIL_MSG(nnt_data_open(path, NNT_DATA_AUTO, NULL, 0, &data), NNT_E_FORMAT,
-                    "unknown flags 0x5");
+                    "unknown flags 0x9");
     /* the mask needs the option; examples need rows */
     wo.mask = 0;
     EXPECT_OK(nnt_token_writer_open(ctx, path, &wo, &w));
@@ -1957,6 +1957,193 @@ START_TEST(test_labelled)
 }
 END_TEST
 
+static void expect_valued_refused(nnt_sft *s, const char *record, int problem, int64_t k,
+                                  const char *says)
+{
+    const int32_t *ids;
+    size_t n = 7;
+    float v[4];
+    int rc = nnt_sft_encode_valued(s, record, strlen(record), problem, k, &ids, &n, v);
+    ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", record, rc);
+    ck_assert_msg(n == 0, "%s: refused, but n %zu", record, n);
+    ck_assert_msg(strstr(nnt_ctx_last_error(NULL), says) != NULL, "%s: message '%s' does not "
+                  "say '%s'", record, nnt_ctx_last_error(NULL), says);
+}
+
+/* A token file of rows of 8 carrying k values each, three examples (write_example_values) */
+static void write_valued_file(const char *path, int64_t k, float first)
+{
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1, wo.block = 8, wo.pad = 99, wo.vocab = 1000, wo.row_values = k, wo.cut = 1;
+    nnt_token_writer *w = NULL;
+    EXPECT_OK(nnt_token_writer_open(ctx, path, &wo, &w));
+    int32_t a[3] = {1, 2, 3}, c[10] = {20, 21, 22, 23, 24, 25, 26, 27, 28, 29};
+    uint8_t ca[3] = {0, 0, 1};
+    float v[3][3] = {{first, -2.5f, 1e-3f}, {0.25f, 0.5f, 0.75f}, {-1.0f, 3.0e4f, 0.0f}};
+    EXPECT_OK(nnt_token_writer_write_example_values(w, a, ca, 3, v[0]));
+    EXPECT_OK(nnt_token_writer_write_example_values(w, c, NULL, 10, v[1]));   /* cut to 8 */
+    EXPECT_OK(nnt_token_writer_write_example_values(w, a, ca, 2, v[2]));
+    EXPECT_OK(nnt_token_writer_close(w));
+}
+
+/* Records of classifiers trained on values (nnt_sft_encode_valued): their ids as the
+ * labelled records', the values; the rows that carry them in a token file, read back
+ * (nnt_data_read_row_values, wrapping); refusals of records, writers and damaged files. */
+START_TEST(test_valued)
+{
+    char cfg[4300];
+    nnt_tokenizer *tok = load_tokenizer("llama3", cfg, sizeof cfg);
+    nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
+    const int32_t *ids, *lids;
+    size_t n = 0, ln = 0;
+    int64_t label = -1;
+    float v[4] = {0};
+    const char *lab = "{\"text\": \"Great coffee.\", \"label\": 1}";
+    EXPECT_OK(nnt_sft_encode_labelled(s, lab, strlen(lab), &lids, &ln, &label));
+    int32_t want[64];
+    ck_assert_uint_le(ln, 64);
+    memcpy(want, lids, ln * sizeof *lids);
+    const char *one = "{\"label\": -0.1, \"text\": \"Great coffee.\"}";
+    EXPECT_OK(nnt_sft_encode_valued(s, one, strlen(one), NNT_PROBLEM_REGRESSION, 1, &ids, &n, v));
+    ck_assert_uint_eq(n, ln);
+    ck_assert(memcmp(ids, want, n * sizeof *ids) == 0);
+    ck_assert(v[0] == -0.1f);
+    const char *three = "{\"text\": \"Great coffee.\", \"label\": [1, 0.3, 0e0]}";
+    EXPECT_OK(nnt_sft_encode_valued(s, three, strlen(three), NNT_PROBLEM_MULTI_LABEL, 3, &ids, &n,
+                                    v));
+    ck_assert(v[0] == 1.0f && v[1] == 0.3f && v[2] == 0.0f && n == ln);
+    const char *big = "{\"text\": \"a\", \"label\": [-12.5, 1e3]}";
+    EXPECT_OK(nnt_sft_encode_valued(s, big, strlen(big), NNT_PROBLEM_REGRESSION, 2, &ids, &n, v));
+    ck_assert(v[0] == -12.5f && v[1] == 1000.0f);
+    const int R = NNT_PROBLEM_REGRESSION, M = NNT_PROBLEM_MULTI_LABEL;
+    expect_valued_refused(s, "{\"text\": \"a\"}", R, 1, "no \"label\"");
+    expect_valued_refused(s, "{\"text\": \"a\", \"label\": [1, 2]}", R, 3,
+                          "a list of 2 values, not a list of as many numbers as the labels (3)");
+    expect_valued_refused(s, "{\"text\": \"a\", \"label\": 1}", R, 2, "the label is 1 value");
+    const char *listed = "{\"text\": \"a\", \"label\": [1.25]}";   /* one value listed */
+    EXPECT_OK(nnt_sft_encode_valued(s, listed, strlen(listed), R, 1, &ids, &n, v));
+    ck_assert(v[0] == 1.25f);
+    expect_valued_refused(s, "{\"text\": \"a\", \"label\": \"1\"}", R, 1,
+                          "value 0 of the label is not a finite number");
+    expect_valued_refused(s, "{\"text\": \"a\", \"label\": [0, 1e999]}", R, 2,
+                          "value 1 of the label is not a finite number");
+    expect_valued_refused(s, "{\"text\": \"a\", \"label\": [0, 1.5]}", M, 2,
+                          "value 1 of the label is 1.5: a multi-label classifier's values");
+    expect_valued_refused(s, "{\"text\": \"a\", \"label\": [-0.5]}", M, 1, "is -0.5");
+    expect_valued_refused(s, "{\"text\": \"a\", \"label\": 1, \"x\": 2}", R, 1,
+                          "unknown key \"x\"");
+    expect_valued_refused(s, "{\"text\": 1, \"label\": 1}", R, 1, "\"text\" is not a string");
+    EXPECT_FAIL_MSG(nnt_sft_encode_valued(s, one, strlen(one), NNT_PROBLEM_DEFAULT, 1, &ids, &n,
+                                          v), NNT_E_INVAL, "problem 0");
+    EXPECT_FAIL_MSG(nnt_sft_encode_valued(s, one, strlen(one), R, 0, &ids, &n, v), NNT_E_INVAL,
+                    "k 0");
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+
+    /* the token file: three rows of 8 and their 3 values */
+    char path[256], path2[256], bad[256];
+    snprintf(path, sizeof path, "%s/valued.bin", dir);
+    write_valued_file(path, 3, 0.5f);
+    nnt_data *d = NULL;
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 1000, &d));
+    nnt_data_info di = NNT_DATA_INFO_INIT;
+    EXPECT_OK(nnt_data_info_get(d, &di));
+    ck_assert(di.row_values == 3 && di.block == 8 && di.masked && di.tokens == 24);
+    float got[12];
+    EXPECT_OK(nnt_data_read_row_values(d, 2, got, 12));   /* rows 2, 0, 1, 2: wrapping */
+    const float rows_want[12] = {-1.0f, 3.0e4f, 0.0f, 0.5f, -2.5f, 1e-3f,
+                                 0.25f, 0.5f, 0.75f, -1.0f, 3.0e4f, 0.0f};
+    ck_assert(memcmp(got, rows_want, sizeof got) == 0);
+    EXPECT_OK(nnt_data_read_row_values(d, -1, got, 3));   /* row -1: the last */
+    ck_assert(got[0] == -1.0f && got[1] == 3.0e4f);
+    int32_t tokens[24];
+    uint8_t counts[24];
+    EXPECT_OK(nnt_data_read(d, 0, tokens, 24));
+    EXPECT_OK(nnt_data_read_mask(d, 0, counts, 24));
+    ck_assert(tokens[0] == 1 && tokens[3] == 99 && tokens[8] == 20 && tokens[15] == 27 &&
+              tokens[16] == 1 && tokens[17] == 2 && tokens[18] == 99);
+    ck_assert(counts[2] == 1 && counts[1] == 0 && counts[8] == 0 && counts[9] == 1 &&
+              counts[17] == 0);
+    EXPECT_FAIL_MSG(nnt_data_read_row_values(d, 0, got, 4), NNT_E_INVAL, "whole rows of 3");
+    nnt_data_close(d);
+
+    /* writers: values need mask, block, no pack; a values writer takes examples with theirs */
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1, wo.block = 8, wo.row_values = 2, wo.pack = 1;
+    nnt_token_writer *w = NULL;
+    snprintf(path2, sizeof path2, "%s/valued2.bin", dir);
+    EXPECT_FAIL_MSG(nnt_token_writer_open(ctx, path2, &wo, &w), NNT_E_INVAL, "row_values 2");
+    wo.pack = 0, wo.block = 0;
+    EXPECT_FAIL_MSG(nnt_token_writer_open(ctx, path2, &wo, &w), NNT_E_INVAL, "row_values 2");
+    wo.block = 8;
+    EXPECT_OK(nnt_token_writer_open(ctx, path2, &wo, &w));
+    int32_t a[2] = {5, 6};
+    float nanv[2] = {1.0f, NAN}, ok2[2] = {1.0f, 2.0f};
+    EXPECT_FAIL_MSG(nnt_token_writer_write_example_values(w, a, NULL, 2, nanv), NNT_E_INVAL,
+                    "value 1 is nan");
+    int64_t count = -1;
+    EXPECT_OK(nnt_token_writer_count(w, &count));
+    ck_assert_int_eq(count, 0);   /* refused whole */
+    EXPECT_FAIL_MSG(nnt_token_writer_write_example(w, a, NULL, 2), NNT_E_INVAL,
+                    "nnt_token_writer_write_example_values");
+    EXPECT_FAIL_MSG(nnt_token_writer_write(w, a, 2), NNT_E_INVAL, "2 values a row");
+    EXPECT_FAIL_MSG(nnt_token_writer_write_masked(w, a, NULL, 2), NNT_E_INVAL, "2 values a row");
+    EXPECT_FAIL_MSG(nnt_token_writer_write_example_values(w, a, NULL, 2, NULL), NNT_E_INVAL,
+                    "values is NULL");
+    EXPECT_OK(nnt_token_writer_write_example_values(w, a, NULL, 2, ok2));
+    EXPECT_OK(nnt_token_writer_close(w));
+    wo.row_values = 0;
+    EXPECT_OK(nnt_token_writer_open(ctx, path2, &wo, &w));
+    EXPECT_FAIL_MSG(nnt_token_writer_write_example_values(w, a, NULL, 2, ok2), NNT_E_INVAL,
+                    "without the row_values option");
+    nnt_token_writer_destroy(w);
+
+    /* damaged files: a value not finite, the section cut short, header[5] 0, and two files
+     * of other counts read as one source */
+    FILE *f = fopen(path, "rb");
+    unsigned char buf[2048];
+    size_t size = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    ck_assert_uint_eq(size, 1024 + 24 * 2 + 3 + 9 * 4);
+    const struct { const char *name; long at, cut; unsigned char byte; const char *says; }
+        damage[3] = {{"inf.bin", (long)size - 1, 0, 0xff, "value 2 of row 2 is -inf (row "
+                      "values must be finite)"},
+                     {"short.bin", -1, 4, 0, "truncated"},
+                     {"k0.bin", 20, 0, 0, "row values (flag 0x4) with 0 a row"}};
+    for (int k = 0; k < 3; k++) {
+        snprintf(bad, sizeof bad, "%s/%s", dir, damage[k].name);
+        unsigned char copy[2048];
+        memcpy(copy, buf, size);
+        if (damage[k].at >= 0)   /* (inf.bin: the last float's exponent all ones, sign set) */
+            copy[damage[k].at] = damage[k].byte, copy[damage[k].at - 1] |= k == 0 ? 0x80 : 0;
+        f = fopen(bad, "wb");
+        fwrite(copy, 1, size - (size_t)damage[k].cut, f);
+        fclose(f);
+        int rc = nnt_data_open(bad, NNT_DATA_AUTO, NULL, 1000, &d);
+        if (rc == 0) {   /* (a value is read when asked for) */
+            rc = nnt_data_read_row_values(d, 2, got, 3);
+            nnt_data_close(d);
+        }
+        ck_assert_msg(rc == NNT_E_FORMAT && strstr(nnt_ctx_last_error(NULL), damage[k].says),
+                      "%s: rc %d, '%s'", damage[k].name, rc, nnt_ctx_last_error(NULL));
+    }
+    char pattern[256];
+    snprintf(path2, sizeof path2, "%s/two_b.bin", dir);
+    write_valued_file(path2, 2, 0.5f);
+    snprintf(path2, sizeof path2, "%s/two_a.bin", dir);
+    write_valued_file(path2, 3, 0.5f);
+    snprintf(pattern, sizeof pattern, "%s/two_*.bin", dir);
+    EXPECT_FAIL_MSG(nnt_data_open(pattern, NNT_DATA_AUTO, NULL, 1000, &d), NNT_E_FORMAT,
+                    "has 2 values a row but");
+    snprintf(path2, sizeof path2, "%s/two_b.bin", dir);
+    write_valued_file(path2, 3, 7.0f);   /* two files of 3: one source, rows in order */
+    EXPECT_OK(nnt_data_open(pattern, NNT_DATA_AUTO, NULL, 1000, &d));
+    EXPECT_OK(nnt_data_read_row_values(d, 3, got, 6));   /* two_b's rows 0 and 1 */
+    ck_assert(got[0] == 7.0f && got[3] == 0.25f);
+    nnt_data_close(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sft");
@@ -1982,6 +2169,7 @@ int main(void)
     tcase_add_loop_test(tc, test_loss, 0, 4);
     tcase_add_test(tc, test_block_must_match);
     tcase_add_loop_test(tc, test_labelled, 0, 2);
+    tcase_add_test(tc, test_valued);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

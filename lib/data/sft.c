@@ -52,6 +52,7 @@
 #include "../io/io.h"
 #include "hftok_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -2237,6 +2238,86 @@ static int label_value(const jv *v, int64_t *out)
         return -1;
     *out = k;
     return 0;
+}
+
+/* A JSON number (its raw text) as a finite float into *out: 0, else -1 */
+static int number_value(const jv *v, float *out)
+{
+    char buf[64];
+    if (v->type != JV_NUM || v->len == 0 || v->len >= sizeof buf)
+        return -1;
+    memcpy(buf, v->s, v->len);
+    buf[v->len] = '\0';
+    char *end = NULL;
+    double d = strtod(buf, &end);
+    if (*end || !isfinite(d) || !isfinite((float)d))
+        return -1;
+    *out = (float)d;
+    return 0;
+}
+
+/* The k values of a valued record's label (a number when k is 1, else a list of k numbers;
+ * multi-label: each in [0, 1]) into values; 0, else a failure naming fn. */
+static int record_values(const char *fn, const jv *label, int64_t k, int multi, float *values)
+{
+    const char *want = k == 1 ? "a number (or a list of one)"
+                              : "a list of as many numbers as the labels";
+    if (!label)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: no \"label\" (a record of a classifier trained "
+                        "on values is {\"text\": T, \"label\": V}, V %s)", fn, want);
+    int list = label->type == JV_ARR;
+    if ((list && (int64_t)label->n != k) || (!list && k != 1))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: the label is %s%lld value%s, not %s (%lld)",
+                        fn, list ? "a list of " : "", list ? (long long)label->n : 1LL,
+                        !list || label->n == 1 ? "" : "s", want, (long long)k);
+    for (int64_t i = 0; i < k; i++) {
+        const jv *v = list ? &label->items[i] : label;
+        if (number_value(v, &values[i]))
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: value %lld of the label is not a finite "
+                            "number", fn, (long long)i);
+        if (multi && !(values[i] >= 0.0f && values[i] <= 1.0f))
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: value %lld of the label is %g: a multi-"
+                            "label classifier's values are in [0, 1] (1: the text has the "
+                            "label)", fn, (long long)i, (double)values[i]);
+    }
+    return NNT_OK;
+}
+
+NNT_API int nnt_sft_encode_valued(nnt_sft *s, const char *record, size_t len, int problem,
+                                  int64_t k, const int32_t **ids, size_t *n, float *values)
+{
+    static const char fn[] = "nnt_sft_encode_valued";
+    if (!s || (!record && len) || !ids || !n || !values || k < 1 ||
+        (problem != NNT_PROBLEM_REGRESSION && problem != NNT_PROBLEM_MULTI_LABEL))
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument, k %lld (>= 1) or problem %d "
+                        "(NNT_PROBLEM_REGRESSION, NNT_PROBLEM_MULTI_LABEL)", fn, (long long)k,
+                        problem);
+    *ids = NULL, *n = 0;
+    jv root;
+    NNT_TRY(parse_record(fn, record, len, &root));
+    int rc = NNT_OK;
+    const jv *text = root.type == JV_OBJ ? hft_jv_get(&root, "text") : NULL,
+             *label = root.type == JV_OBJ ? hft_jv_get(&root, "label") : NULL;
+    if (root.type != JV_OBJ)
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
+    for (size_t i = 0; rc == 0 && i < root.n; i++)
+        if (strcmp(root.keys[i], "text") && strcmp(root.keys[i], "label"))
+            rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (a record is {\"text\": "
+                          "T, \"label\": V})", fn, root.keys[i]);
+    if (rc == 0 && (!text || text->type != JV_STR))
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s (a record is {\"text\": T, \"label\": V})",
+                      fn, text ? "\"text\" is not a string" : "no \"text\"");
+    if (rc == 0)
+        rc = record_values(fn, label, k, problem == NNT_PROBLEM_MULTI_LABEL, values);
+    if (rc == 0)
+        rc = encode_record(s, text->s, text->len, 1);
+    if (rc == 0 && s->n == 0)
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: an empty text (no token to classify)", fn);
+    hft_jv_free(&root);
+    if (rc)
+        return rc;
+    *ids = s->ids, *n = s->n;
+    return NNT_OK;
 }
 
 NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,

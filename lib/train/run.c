@@ -159,14 +159,21 @@ static int open_model(run_parts *p)
     if (r->num_labels < 0 || r->pad_token_id < -1)
         return nnt_fail(p->ctx, NNT_E_INVAL, "num_labels %lld (>= 0), pad_token_id %lld (>= "
                         "-1)", (long long)r->num_labels, (long long)r->pad_token_id);
+    int reproblem = r->problem_type >= 0 && r->problem_type != p->cfg.problem_type;
+    if (r->problem_type < -1 || r->problem_type > NNT_PROBLEM_MULTI_LABEL)
+        return nnt_fail(p->ctx, NNT_E_INVAL, "problem_type %d (-1: the source's, or "
+                        "NNT_PROBLEM_*)", r->problem_type);
     if (relabel)
         p->cfg.num_labels = r->num_labels;
     if (repad)
         p->cfg.has_pad_token = 1, p->cfg.pad_token_id = r->pad_token_id;
+    if (reproblem)
+        p->cfg.problem_type = r->problem_type;
     int hf = nnt_model_source_is_hf(r->model_source);
-    if ((relabel || repad) && r->model_source && !hf && !nnt_model_source_is_fresh(r->model_source))
-        return nnt_fail(p->ctx, NNT_E_INVAL, "num_labels, pad_token_id: %s is no Hugging Face "
-                        "directory or preset: its model is not made a classifier",
+    if ((relabel || repad || reproblem) && r->model_source && !hf &&
+        !nnt_model_source_is_fresh(r->model_source))
+        return nnt_fail(p->ctx, NNT_E_INVAL, "num_labels, pad_token_id, problem_type: %s is no "
+                        "Hugging Face directory or preset: its model is not made a classifier",
                         r->model_source);
     if ((rc = nnt_model_tiling(p->ctx, &p->cfg, o->batch, o->seq, r->tiling, &p->tiling)))
         return field_fail(p, "tiling", rc);
@@ -178,7 +185,7 @@ static int open_model(run_parts *p)
     int tunes = r->lora || (r->freeze && *r->freeze) || (r->load_peft && r->freeze_mode);
     int narrows = r->precision == NNT_PRECISION_BF16 || r->freeze_mode == NNT_FREEZE_NF4;
     int reheaded = hf && (relabel || repad);   /* read into a model of another head or pad */
-    int read_late = (tunes && narrows && hf) || reheaded;
+    int read_late = (tunes && narrows && hf) || reheaded || (reproblem && hf);
     int init_late = tunes && nnt_model_source_is_fresh(r->model_source);
     if (reheaded)   /* the head transformers initialises: from the seed */
         rc = nnt_model_build_init(p->ctx, "nnt_model_create", &p->cfg, o->batch, o->seq,

@@ -289,6 +289,10 @@ static void add_run(const nnt_trainer *tr, nnt_text *t)
         add(t, "%svalidation: classifier loss %.6f, accuracy %.4f at step %lld (lowest loss "
             "%.6f at step %lld)", t->n ? "\n" : "", ti.last_val_loss, tr->last_val_accuracy,
             (long long)ti.last_val_step, ti.lowest_val_loss, (long long)ti.lowest_val_step);
+    else if (ti.validations && tr->values_k)   /* (nor a regression's, a multi-label's) */
+        add(t, "%svalidation: %s loss %.6f at step %lld (lowest %.6f at step %lld)",
+            t->n ? "\n" : "", nnt_trainer_values_kind(tr), ti.last_val_loss,
+            (long long)ti.last_val_step, ti.lowest_val_loss, (long long)ti.lowest_val_step);
     else if (ti.validations)
         add(t, "%svalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
             "%lld)", t->n ? "\n" : "", ti.last_val_loss, exp(ti.last_val_loss),

@@ -171,10 +171,15 @@ static int classifier_prepare(nnt_trainer *tr, const char *fn, int64_t labels)
 /* A classifier trained on values (regression, multi-label) trains on rows that carry them:
  * each text then a token that counts, its pooled position (nnt-tokenize --problem-type;
  * nnt_token_writer_write_example_values), as many values a row as it has labels. */
+const char *nnt_trainer_values_kind(const nnt_trainer *tr)
+{
+    return tr->values_problem == NNT_PROBLEM_REGRESSION ? "regression" : "multi-label";
+}
+
 static int values_prepare(nnt_trainer *tr, const char *fn, const nnt_model_config *cfg)
 {
-    const char *kind = cfg->problem_type == NNT_PROBLEM_REGRESSION ? "regression"
-                                                                   : "multi-label";
+    tr->values_problem = cfg->problem_type;
+    const char *kind = nnt_trainer_values_kind(tr);
     nnt_data *sources[2] = {tr->data, nnt_trainer_val_source(tr)};
     for (int k = 0; k < 2; k++) {
         nnt_data_info di = NNT_DATA_INFO_INIT;

@@ -40,6 +40,7 @@ struct nnt_trainer {
     int64_t values_k;              /* a classifier trained on values: its num_labels, the
                                       values each row of the data carries; 0: none         */
     float *values;                 /* (B, values_k) the micro-batch's rows' values          */
+    int values_problem;            /* its NNT_PROBLEM_REGRESSION or NNT_PROBLEM_MULTI_LABEL */
     uint8_t *mask;                 /* (B*T) which targets of a micro-batch count           */
     int32_t *kept;                 /* (B*T) the targets, those not counting ignored        */
     int32_t *window;               /* (B*T + 1) consecutive tokens                         */
@@ -152,6 +153,8 @@ const char *nnt_dpo_loss_name(int loss);
 int nnt_dpo_loss_free(int loss);
 /* What tr->dpo trains, for a line: "DPO", "CPO", "SimPO", "ORPO" or "reward model". */
 const char *nnt_dpo_kind(const nnt_trainer *tr);
+/* A classifier trained on values: "regression" or "multi-label" (the messages' name) */
+const char *nnt_trainer_values_kind(const nnt_trainer *tr);
 /* A pair's term of o's loss (o->dpo_loss, dpo_beta, simpo_gamma) from its rows' log ratios
  * lc, lr (summed over their counted targets, nc and nr of them, >= 1 for SimPO and ORPO; the
  * reference-free losses: the log-likelihoods); *dc, *dr its derivatives by lc and lr. */
