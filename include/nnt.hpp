@@ -1457,6 +1457,14 @@ public:
         check(nnt_data_read_starts(get(), pos, starts.data(), n));
         return starts;
     }
+    /* The values of rows row, row + 1, ... (n = info().row_values times the rows read;
+     * nnt_data_read_row_values, new in 0.4). */
+    std::vector<float> read_row_values(std::int64_t row, std::int64_t n)
+    {
+        std::vector<float> values(static_cast<std::size_t>(n > 0 ? n : 0));
+        check(nnt_data_read_row_values(get(), row, values.data(), n));
+        return values;
+    }
     nnt_data_info info() const
     {
         nnt_data_info i = NNT_DATA_INFO_INIT;
@@ -1499,6 +1507,15 @@ public:
     {
         same_sizes("write_example", ids, counts);
         check(nnt_token_writer_write_example(get(), ids.data(), counts.data(), ids.size()));
+    }
+    /* One example in a row of its own carrying its values (the row_values option;
+     * nnt_token_writer_write_example_values, new in 0.4). */
+    void write_example_values(span<const std::int32_t> ids, span<const std::uint8_t> counts,
+                              span<const float> values)
+    {
+        same_sizes("write_example_values", ids, counts);
+        check(nnt_token_writer_write_example_values(get(), ids.data(), counts.data(),
+                                                    ids.size(), values.data()));
     }
     std::int64_t count() const
     {
@@ -1596,6 +1613,18 @@ public:
         const std::int32_t *ids = nullptr;
         std::size_t n = 0;
         check(nnt_sft_encode_labelled(get(), record.data(), record.size(), &ids, &n, label));
+        return {ids, n};
+    }
+    /* A record of a classifier trained on values {"text", "label": [k numbers]}: the text's
+     * ids, and its k values into values (nnt_sft_encode_valued, new in 0.4). */
+    span<const std::int32_t> encode_valued(std::string_view record, int problem,
+                                           std::vector<float> &values)
+    {
+        const std::int32_t *ids = nullptr;
+        std::size_t n = 0;
+        check(nnt_sft_encode_valued(get(), record.data(), record.size(), problem,
+                                    static_cast<std::int64_t>(values.size()), &ids, &n,
+                                    values.data()));
         return {ids, n};
     }
     /* Labels by name in classification records (nnt_sft_set_label_names; empty: none). */

@@ -406,6 +406,16 @@ for kind in regression multi; do
     within "$VTOL" "$got" "$ref" ||
         { echo "FAIL: nnt-train on $kind records: losses differ from PyTorch's by more than $VTOL"; fail=1; }
 done
+# a regression's run stopped after step 2 and resumed: step 3 and 4 as the run's in one go
+vc="--load-hf $vfx/text_regression --tokenizer-json $tokdir/tokenizer.json --seq 48 --batch 4
+    --data $vfx/text_regression_train.jsonl --steps 4 --print-loss --sample 0 --val-split 0"
+# shellcheck disable=SC2086
+"$prog" $vc --out "$tmp/vr_all" > "$tmp/vr_all.out" 2> /dev/null &&
+    "$prog" $vc --out "$tmp/vr_part" --stop-after 2 > /dev/null 2>&1 &&
+    "$prog" --resume "$tmp/vr_part/checkpoint.safetensors" --print-loss > "$tmp/vr_res.out" \
+        2> /dev/null &&
+    [ "$(sed -n 3,4p "$tmp/vr_all.out")" = "$(cat "$tmp/vr_res.out")" ] ||
+    { echo "FAIL: a regression's run resumed: not the steps of the run in one go"; cat "$tmp/vr_all.out" "$tmp/vr_res.out"; fail=1; }
 # nnt-tokenize --problem-type writes the token files nnt-train made of the records: the same run
 for split in train val; do
     "$tok_prog" --tokenizer-json "$tokdir/tokenizer.json" --num-labels 2 --problem-type regression \

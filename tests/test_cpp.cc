@@ -624,6 +624,14 @@ void test_sft(nnt::context &ctx)
     s.set_label_names({});
     EXPECT_ERROR(NNT_E_FORMAT, "the label \"mild\" is not",
                  s.encode_labelled("{\"text\": \"a\", \"label\": \"mild\"}", &label));
+    std::vector<float> vals(2);
+    nnt::span<const std::int32_t> vi = s.encode_valued(
+        "{\"text\": \"The sky is blue.\", \"label\": [0.5, 1]}", NNT_PROBLEM_MULTI_LABEL, vals);
+    EXPECT(vals[0] == 0.5f && vals[1] == 1.0f && vi.size() == text_ids.size() &&
+           std::equal(vi.begin(), vi.end(), text_ids.begin()));
+    EXPECT_ERROR(NNT_E_FORMAT, "is 2: a multi-label",
+                 s.encode_valued("{\"text\": \"a\", \"label\": [0, 2]}",
+                                 NNT_PROBLEM_MULTI_LABEL, vals));
     EXPECT_ERROR(NNT_E_FORMAT, "rejected", s.encode_preference("{\"prompt\": \"a\", "
                                                                "\"chosen\": \"b\"}"));
     EXPECT_ERROR(NNT_E_FORMAT, "nnt_sft_encode: unknown key \"x\"",
@@ -810,6 +818,20 @@ void test_classifier(nnt::context &ctx)
     EXPECT_ERROR(NNT_E_INVAL, "no label-values loss", m.set_label_values(y));
     EXPECT_ERROR(NNT_E_INVAL, "problem 0", nnt::layer::label_values(ctx, NNT_PROBLEM_DEFAULT));
     nnt::layer lv = nnt::layer::label_values(ctx, NNT_PROBLEM_REGRESSION);
+    /* rows carrying values: written, read back */
+    std::string vpath = tmpdir + "/valued.bin";
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1, wo.block = 4, wo.row_values = 2;
+    nnt::token_writer tw(vpath, wo, &ctx);
+    std::vector<std::int32_t> ex = {3, 4, 5};
+    std::vector<std::uint8_t> exc = {0, 0, 1};
+    tw.write_example_values(ex, exc, std::vector<float>{0.5f, -1.5f});
+    tw.write_example_values(ex, exc, std::vector<float>{2.0f, 0.25f});
+    tw.close();
+    nnt::data vd(vpath);
+    EXPECT(vd.info().row_values == 2);
+    EXPECT((vd.read_row_values(1, 4) == std::vector<float>{2.0f, 0.25f, 0.5f, -1.5f}));
+    EXPECT_ERROR(NNT_E_INVAL, "whole rows of 2", vd.read_row_values(0, 3));
     /* a source's names without its model: a classifier directory's id2label */
     const std::vector<std::string> named = nnt::model_source_label_names(
         fixture("cls_tiny/llama_named"));
