@@ -228,17 +228,21 @@ END_TEST
  * loss and 3 steps' losses (and r, open, for the gradients and parameters) */
 typedef struct cls_ref {
     nnt_st_reader *r;
-    int32_t *ids, *labels, *pooled;
+    int32_t *ids, *labels, *pooled;   /* labels: a classifier's of one label a row, else NULL */
+    float *values;                    /* a classifier's trained on values (B, L), else NULL */
     float *logits;
     double *loss, *losses;
 } cls_ref;
 
-static cls_ref cls_ref_read(void)
+/* The reference at path: valued, a classifier trained on values (tests/gen_values_fixtures.py),
+ * else one of labels */
+static cls_ref cls_ref_read_at(const char *path, int valued)
 {
     cls_ref c;
-    c.r = fixture_open_st_path(path_of("llama_cls.safetensors"));
+    c.r = fixture_open_st_path(path);
     c.ids = fixture_read_n(c.r, "ids", NNT_IO_I32, NULL);
-    c.labels = fixture_read_n(c.r, "labels", NNT_IO_I32, NULL);
+    c.labels = valued ? NULL : fixture_read_n(c.r, "labels", NNT_IO_I32, NULL);
+    c.values = valued ? fixture_read_n(c.r, "values", NNT_IO_F32, NULL) : NULL;
     c.pooled = fixture_read_n(c.r, "pooled", NNT_IO_I32, NULL);
     c.logits = fixture_read_n(c.r, "logits", NNT_IO_F32, NULL);
     c.loss = fixture_read_n(c.r, "loss", NNT_IO_F64, NULL);
@@ -246,10 +250,15 @@ static cls_ref cls_ref_read(void)
     return c;
 }
 
+static cls_ref cls_ref_read(void)
+{
+    return cls_ref_read_at(path_of("llama_cls.safetensors"), 0);
+}
+
 static void cls_ref_free(cls_ref *c)
 {
-    free(c->ids), free(c->labels), free(c->pooled), free(c->logits), free(c->loss);
-    free(c->losses);
+    free(c->ids), free(c->labels), free(c->values), free(c->pooled), free(c->logits);
+    free(c->loss), free(c->losses);
     nnt_st_close(c->r);
 }
 
@@ -936,19 +945,23 @@ static nnt_layer *values_model(int c, int ti)
     return m;
 }
 
+/* A values case's reference (tests/gen_values_fixtures.py) */
+static cls_ref values_ref_read(int c)
+{
+    char ref[4400];
+    snprintf(ref, sizeof ref, "%s.safetensors", values_path(VALUE_CASES[c].name));
+    return cls_ref_read_at(ref, 1);
+}
+
 START_TEST(label_values)
 {
     const int c = _i / 3, ti = _i % 3;
     const int64_t L = VALUE_CASES[c].L;
-    char ref[4400];
-    snprintf(ref, sizeof ref, "%s.safetensors", values_path(VALUE_CASES[c].name));
-    nnt_st_reader *r = fixture_open_st_path(ref);
-    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
-    int32_t *pooled = fixture_read_n(r, "pooled", NNT_IO_I32, NULL);
-    float *values = fixture_read_n(r, "values", NNT_IO_F32, NULL);
-    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
-    double *want_loss = fixture_read_n(r, "loss", NNT_IO_F64, NULL);
-    double *want_losses = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    cls_ref v = values_ref_read(c);
+    nnt_st_reader *r = v.r;
+    const int32_t *ids = v.ids, *pooled = v.pooled;
+    const float *values = v.values, *want_logits = v.logits;
+    const double *want_loss = v.loss, *want_losses = v.losses;
     nnt_layer *m = values_model(c, ti);
     nnt_model_config cfg;
     EXPECT_OK(nnt_model_config_of(m, &cfg));
@@ -975,8 +988,7 @@ START_TEST(label_values)
             VALUE_CASES[c].name, ti, el, fabs(loss - want_loss[0]) / want_loss[0], eg, es, ep,
             worst);
     nnt_layer_destroy(m);
-    free(ids), free(pooled), free(values), free(want_logits), free(want_loss), free(want_losses);
-    nnt_st_close(r);
+    cls_ref_free(&v);
 }
 END_TEST
 
@@ -1307,14 +1319,11 @@ START_TEST(values_trainer)
 {
     const int c = _i / 3, ti = _i % 3;
     const int64_t L = VALUE_CASES[c].L;
-    char ref[4400];
-    snprintf(ref, sizeof ref, "%s.safetensors", values_path(VALUE_CASES[c].name));
-    nnt_st_reader *r = fixture_open_st_path(ref);
-    int32_t *ids = fixture_read_n(r, "ids", NNT_IO_I32, NULL);
-    int32_t *pooled = fixture_read_n(r, "pooled", NNT_IO_I32, NULL);
-    float *values = fixture_read_n(r, "values", NNT_IO_F32, NULL);
-    double *want_loss = fixture_read_n(r, "loss", NNT_IO_F64, NULL);
-    double *want = fixture_read_n(r, "losses", NNT_IO_F64, NULL);
+    cls_ref vr = values_ref_read(c);
+    nnt_st_reader *r = vr.r;
+    const double *want_loss = vr.loss, *want = vr.losses;
+    const int32_t *ids = vr.ids, *pooled = vr.pooled;
+    const float *values = vr.values;
     const char *path = test_tmp_path("valued.bin");
     write_valued(path, ids, pooled, values, L);
     nnt_data_info di = NNT_DATA_INFO_INIT;
@@ -1357,8 +1366,7 @@ START_TEST(values_trainer)
         nnt_optim_destroy(opt);
         nnt_layer_destroy(m);
     }
-    free(ids), free(pooled), free(values), free(want_loss), free(want);
-    nnt_st_close(r);
+    cls_ref_free(&vr);
 }
 END_TEST
 

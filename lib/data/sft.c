@@ -2240,6 +2240,37 @@ static int label_value(const jv *v, int64_t *out)
     return 0;
 }
 
+/* The members of a classification record root (an object of "text" and "label" only, its
+ * text a string): *text and *label (NULL: absent); form names the record's form in the
+ * messages. 0, else a failure naming fn. */
+static int record_members(const char *fn, const jv *root, const char *form, const jv **text,
+                          const jv **label)
+{
+    *text = root->type == JV_OBJ ? hft_jv_get(root, "text") : NULL;
+    *label = root->type == JV_OBJ ? hft_jv_get(root, "label") : NULL;
+    if (root->type != JV_OBJ)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
+    for (size_t i = 0; i < root->n; i++)
+        if (strcmp(root->keys[i], "text") && strcmp(root->keys[i], "label"))
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (a %s is {\"text\": "
+                            "T, \"label\": %s})", fn, root->keys[i], form,
+                            strstr(form, "values") ? "V" : "K");
+    if (!*text || (*text)->type != JV_STR)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: %s (a %s is {\"text\": T, \"label\": %s})",
+                        fn, *text ? "\"text\" is not a string" : "no \"text\"", form,
+                        strstr(form, "values") ? "V" : "K");
+    return NNT_OK;
+}
+
+/* A classification record's text encoded as tokenizer(text) encodes it (at least a token) */
+static int record_text_ids(nnt_sft *s, const char *fn, const jv *text)
+{
+    NNT_TRY(encode_record(s, text->s, text->len, 1));
+    if (s->n == 0)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: an empty text (no token to classify)", fn);
+    return NNT_OK;
+}
+
 /* A JSON number (its raw text) as a finite float into *out: 0, else -1 */
 static int number_value(const jv *v, float *out)
 {
@@ -2295,24 +2326,12 @@ NNT_API int nnt_sft_encode_valued(nnt_sft *s, const char *record, size_t len, in
     *ids = NULL, *n = 0;
     jv root;
     NNT_TRY(parse_record(fn, record, len, &root));
-    int rc = NNT_OK;
-    const jv *text = root.type == JV_OBJ ? hft_jv_get(&root, "text") : NULL,
-             *label = root.type == JV_OBJ ? hft_jv_get(&root, "label") : NULL;
-    if (root.type != JV_OBJ)
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
-    for (size_t i = 0; rc == 0 && i < root.n; i++)
-        if (strcmp(root.keys[i], "text") && strcmp(root.keys[i], "label"))
-            rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (a record is {\"text\": "
-                          "T, \"label\": V})", fn, root.keys[i]);
-    if (rc == 0 && (!text || text->type != JV_STR))
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s (a record is {\"text\": T, \"label\": V})",
-                      fn, text ? "\"text\" is not a string" : "no \"text\"");
+    const jv *text = NULL, *label = NULL;
+    int rc = record_members(fn, &root, "record of values", &text, &label);
     if (rc == 0)
         rc = record_values(fn, label, k, problem == NNT_PROBLEM_MULTI_LABEL, values);
     if (rc == 0)
-        rc = encode_record(s, text->s, text->len, 1);
-    if (rc == 0 && s->n == 0)
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: an empty text (no token to classify)", fn);
+        rc = record_text_ids(s, fn, text);
     hft_jv_free(&root);
     if (rc)
         return rc;
@@ -2329,19 +2348,9 @@ NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
     *ids = NULL, *n = 0, *label = -1;
     jv root;
     NNT_TRY(parse_record(fn, record, len, &root));
-    int rc = NNT_OK;
-    const jv *text = root.type == JV_OBJ ? hft_jv_get(&root, "text") : NULL,
-             *value = root.type == JV_OBJ ? hft_jv_get(&root, "label") : NULL;
+    const jv *text = NULL, *value = NULL;
     int64_t k = -1;
-    if (root.type != JV_OBJ)
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
-    for (size_t i = 0; rc == 0 && i < root.n; i++)
-        if (strcmp(root.keys[i], "text") && strcmp(root.keys[i], "label"))
-            rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (a classification "
-                          "record is {\"text\": T, \"label\": K})", fn, root.keys[i]);
-    if (rc == 0 && (!text || text->type != JV_STR))
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s (a classification record is {\"text\": T, "
-                      "\"label\": K})", fn, text ? "\"text\" is not a string" : "no \"text\"");
+    int rc = record_members(fn, &root, "classification record", &text, &value);
     if (rc == 0 && value && s->nlabel_names && value->type == JV_STR &&
         (k = label_by_name(s, value)) < 0)
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: the label \"%.*s\" is none of the %lld label "
@@ -2359,9 +2368,7 @@ NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
                       : "", quote, value ? " is not an integer >= 0" : "");
     }
     if (rc == 0)
-        rc = encode_record(s, text->s, text->len, 1);
-    if (rc == 0 && s->n == 0)
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: an empty text (no token to classify)", fn);
+        rc = record_text_ids(s, fn, text);
     hft_jv_free(&root);
     if (rc)
         return rc;
