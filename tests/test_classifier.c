@@ -1063,6 +1063,39 @@ START_TEST(label_values_refusals)
                        "nnt_model_create", "0 for a language model");
     EXPECT_FAIL_NAMING(nnt_layer_label_values_create(ctx, -1, NNT_PROBLEM_DEFAULT, &none),
                        NNT_E_INVAL, "nnt_layer_label_values_create", "problem 0");
+    /* the layer alone: rows of 3 positions, then of 7 (its buffers follow), a loss from the
+     * pooled logits */
+    nnt_layer *lv = NULL;
+    EXPECT_OK(nnt_layer_label_values_create(ctx, -1, NNT_PROBLEM_REGRESSION, &lv));
+    float y2[2 * 2] = {1.0f, -1.0f, 0.5f, 2.0f};
+    EXPECT_OK(nnt_layer_set_label_values(lv, y2, 4));
+    for (int64_t t = 3; t <= 7; t += 4) {
+        int64_t zs[3] = {2, t, 2}, ts[2] = {2, t};
+        float z[2 * 7 * 2];
+        int32_t tg[2 * 7];
+        for (int64_t i = 0; i < 2 * t * 2; i++)
+            z[i] = 0.25f * (float)i;
+        for (int64_t i = 0; i < 2 * t; i++)
+            tg[i] = i == 1 || i == t + t - 1 ? 0 : -1;   /* row 0 at 1, row 1 at its last */
+        nnt_tensor *zt = NULL, *tt = NULL, *out = NULL;
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 3, zs, NULL, &zt));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, ts, NULL, &tt));
+        EXPECT_OK(nnt_tensor_copy_from_host(zt, z, sizeof(float) * (size_t)(2 * t * 2)));
+        EXPECT_OK(nnt_tensor_copy_from_host(tt, tg, sizeof(int32_t) * (size_t)(2 * t)));
+        EXPECT_OK(nnt_layer_set_targets(lv, tt));
+        EXPECT_OK(nnt_layer_forward(lv, zt, &out));
+        double lsum = 0.0, got_loss = 0.0;
+        const float *p0 = z + 2, *p1 = z + (2 * t - 1) * 2;   /* the pooled logits */
+        for (int k = 0; k < 2; k++)
+            lsum += (p0[k] - y2[k]) * (p0[k] - y2[k]) + (p1[k] - y2[2 + k]) * (p1[k] - y2[2 + k]);
+        EXPECT_OK(nnt_layer_loss(lv, &got_loss));
+        ck_assert_msg(fabs(got_loss - lsum / 4) < 1e-12, "T %lld: loss %.9g, want %.9g",
+                      (long long)t, got_loss, lsum / 4);
+        EXPECT_OK(nnt_layer_backward(lv, NULL, NULL));
+        nnt_tensor_destroy(zt);
+        nnt_tensor_destroy(tt);
+    }
+    nnt_layer_destroy(lv);
     char *conf = file_text(test_tmp_path("multi"), "config.json");
     char *at = strstr(conf, "multi_label_classification");
     memcpy(at, "multi_label_classifiers", 23);

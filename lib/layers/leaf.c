@@ -1344,7 +1344,7 @@ typedef struct pooled_loss {
     int with_loss;                  /* the last forward computed the loss, no backward since */
     int loss_valid;                 /* the last forward computed the loss (kept by backward) */
     double loss;
-    int64_t rows, L;                /* B and L of the last forward                           */
+    int64_t rows, L, npos;          /* B, L and the positions (B x ...) of the last forward   */
     int64_t *pooled;                /* (B) each row's pooled position within the row         */
     double *score;                  /* (B, L) the logits there                               */
     double fwd_divisor;
@@ -1449,14 +1449,14 @@ static int pooled_check(nnt_layer *l, const nnt_tensor *x, int64_t *B, int64_t *
 static int pooled_room(nnt_layer *l, int64_t B, int64_t n, int64_t L)
 {
     pooled_loss *c = l->impl;
-    if (B == c->rows && L == c->L)
+    if (B == c->rows && L == c->L && n == c->npos)
         return NNT_OK;
     free(c->pooled), free(c->score), free(c->host);
     c->pooled = malloc((size_t)B * sizeof *c->pooled);
     c->score = malloc((size_t)(B * L) * sizeof *c->score);
     c->host = malloc((size_t)(n * L) * sizeof *c->host);
     c->rows = c->pooled && c->score && c->host ? B : 0;
-    c->L = L;
+    c->L = L, c->npos = n;
     return c->rows ? NNT_OK : nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer_forward: out of memory");
 }
 
