@@ -442,6 +442,26 @@ cmp -s "$tmp/o_one/checkpoint.safetensors" "$tmp/o_data/checkpoint.safetensors" 
     fail "nnt-train -np 2 ORPO --distribute data: the checkpoint differs"
 cmp -s "$tmp/o_one.txt" "$tmp/d_one.txt" && fail "nnt-train ORPO: the losses of DPO"
 echo "nnt-train -np 2 ORPO: one process's losses and checkpoint with the data distributed"
+# a regression (tests/fixtures/cls_values: rows carrying values, nnt-tokenize --problem-type):
+# each rank gives the model its rows' values; one process's losses and checkpoint
+vfx="$top_srcdir/tests/fixtures/cls_values"
+"$top_builddir/nnt-tokenize" --tokenizer-json "$top_srcdir/tests/fixtures/sft/llama3/tokenizer.json" \
+    --num-labels 2 --problem-type regression --seq 48 --too-long cut --out "$tmp/vreg.bin" \
+    "$vfx/text_regression_train.jsonl" 2> "$tmp/vreg.err" || { fail "nnt-tokenize --problem-type: exit status $?"; cat "$tmp/vreg.err"; }
+vreg="--load-hf $vfx/text_regression --data $tmp/vreg.bin --seq 48 --batch 4 --steps 3
+    --print-loss --sample 0 --val-split 0 --lr 0.01"
+# shellcheck disable=SC2086
+$TIMEOUT "$train_prog" $vreg --out "$tmp/v_one" > "$tmp/v_one.txt" 2> "$tmp/v_one.err" ||
+    { fail "nnt-train regression, one process: exit status $?"; tail -n 3 "$tmp/v_one.err"; }
+# shellcheck disable=SC2086
+$TIMEOUT $MPIRUN "$train_prog" $vreg --distribute data --out "$tmp/v_data" > "$tmp/v_data.txt" \
+    2> "$tmp/v_data.err" ||
+    { fail "nnt-train -np 2 regression --distribute data: exit status $?"; tail -n 3 "$tmp/v_data.err"; }
+cmp -s "$tmp/v_one.txt" "$tmp/v_data.txt" && [ "$(grep -c '^step' "$tmp/v_one.txt")" -eq 3 ] ||
+    fail "nnt-train -np 2 regression --distribute data: other losses than one process"
+cmp -s "$tmp/v_one/checkpoint.safetensors" "$tmp/v_data/checkpoint.safetensors" ||
+    fail "nnt-train -np 2 regression --distribute data: the checkpoint differs"
+echo "nnt-train -np 2 regression: one process's losses and checkpoint with the data distributed"
 # mixture of experts: each rank reads the routing (a collective host read) and submits the
 # same experts' tasks, sized by their tokens; nnt-train's moe-tiny (Qwen3-MoE's layout, the
 # load-balancing loss on): one process's losses and checkpoint; Qwen2-MoE (shared experts,
