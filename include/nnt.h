@@ -1334,7 +1334,8 @@ typedef struct nnt_model_config {
                                      of lm_head, whose loss is taken at one pooled token a
                                      row (nnt_model_pool_targets): the cross-entropy over
                                      the labels (>= 2) or, 1, the pairwise loss of reward
-                                     models (nnt_layer_pairwise_create)                      */
+                                     models (nnt_layer_pairwise_create); problem_type below:
+                                     a regression's or multi-label loss                     */
     int has_pad_token;            /* pad_token_id is set (config.json's pad_token_id)        */
     int64_t pad_token_id;         /* the padding id the pooling of a classifier skips        */
     /* new in 0.4 (taken from the room below) */
