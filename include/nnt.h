@@ -29,7 +29,7 @@ extern "C" {
 #endif
 /* ---- version and status codes (numbered once, never reused) ----------------------------- */
 #define NNT_VERSION_MAJOR 0
-#define NNT_VERSION_MINOR 3
+#define NNT_VERSION_MINOR 4
 #define NNT_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define NNT_VERSION_NUMBER \
