@@ -412,8 +412,8 @@ vc="--load-hf $vfx/text_regression --tokenizer-json $tokdir/tokenizer.json --seq
 # shellcheck disable=SC2086
 "$prog" $vc --out "$tmp/vr_all" > "$tmp/vr_all.out" 2> /dev/null &&
     "$prog" $vc --out "$tmp/vr_part" --stop-after 2 > /dev/null 2>&1 &&
-    "$prog" --resume "$tmp/vr_part/checkpoint.safetensors" --print-loss > "$tmp/vr_res.out" \
-        2> /dev/null &&
+    "$prog" --resume "$tmp/vr_part/checkpoint.safetensors" --print-loss --out "$tmp/vr_part" \
+        > "$tmp/vr_res.out" 2> /dev/null &&
     [ "$(sed -n 3,4p "$tmp/vr_all.out")" = "$(cat "$tmp/vr_res.out")" ] ||
     { echo "FAIL: a regression's run resumed: not the steps of the run in one go"; cat "$tmp/vr_all.out" "$tmp/vr_res.out"; fail=1; }
 # nnt-tokenize --problem-type writes the token files nnt-train made of the records: the same run
