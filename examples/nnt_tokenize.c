@@ -42,6 +42,7 @@ typedef struct opts {
     /* --jsonl: prompt/answer records (examples/tokenize_jsonl.c)                          */
     int jsonl, pack, pad;
     int preference;               /* --preference: preference records, a pair two rows     */
+    int unpaired;                 /* --unpaired: unpaired preference records (KTO)         */
     int64_t num_labels;           /* --num-labels: classification records                  */
     int problem;                  /* --problem-type: NNT_PROBLEM_* (records of values)     */
     const char *label_names;      /* --label-names: their labels by name                   */
@@ -91,6 +92,10 @@ static const cli_option table[] = {
              "sharing their prompt), TRL's DPO\nforms: each record's chosen and rejected "
              "sequences\nin two rows, for nnt-train --dpo-beta (implies\n--jsonl; not with "
              "--pack)"),
+    OPT_FLAG("unpaired", unpaired, 0, "the INPUTs are JSON Lines of unpaired preference\n"
+             "records {\"prompt\", \"completion\", \"label\": true|false},\nTRL's KTO form: "
+             "each record in a row, its label the\nrow's value, for nnt-train --dpo-loss kto "
+             "(implies\n--jsonl; not with --pack)"),
     OPT_INT("num-labels", num_labels, 1, 1 << 20, NULL, 0, "N", "the INPUTs are JSON Lines of "
             "classification records\n{\"text\", \"label\"} (labels 0 .. N - 1): each text "
             "then its\nlabel, the one target that counts, for nnt-train\n--num-labels N "
@@ -178,6 +183,14 @@ static int parse_opts(int argc, char **argv, opts *o)
     if (o->preference && o->pack)
         return usage("%s", "--preference lays each sequence of a pair in a row of its own: "
                      "not with --pack");
+    if (o->unpaired && o->pack)
+        return usage("%s", "--unpaired lays each record in a row of its own, its label the "
+                     "row's value: not with --pack");
+    if (o->unpaired && (o->preference || o->num_labels || o->label_names))
+        return usage("%s", "give one of --unpaired, --preference and --num-labels");
+    if (o->unpaired && o->loss >= 0)
+        return usage("%s", "--unpaired: a record's completion counts, as KTO reads it (no "
+                     "--loss)");
     if (o->label_names) {   /* their count: the labels */
         int64_t n = cli_names_count(o->label_names);
         if (o->num_labels && o->num_labels != n)
@@ -197,7 +210,7 @@ static int parse_opts(int argc, char **argv, opts *o)
     if (o->num_labels == 1 && o->problem != NNT_PROBLEM_REGRESSION)
         return usage("%s", "--num-labels 1: a regression of one value (--problem-type "
                      "regression); classification records need 2 labels or more");
-    o->jsonl |= o->preference || o->num_labels;
+    o->jsonl |= o->preference || o->unpaired || o->num_labels;
     if (!o->jsonl && (o->seq || o->pack || o->pad || o->too_long > 0 || o->chat_template > 0 ||
                       o->tokenizer_config || o->chat_date || o->loss >= 0))
         return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template, --chat-date, "
@@ -220,7 +233,8 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
-                    o->loss == 2, o->preference, o->num_labels, names, nnames, o->problem};
+                    o->loss == 2, o->preference, o->num_labels, names, nnames, o->problem,
+                    o->unpaired};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);
@@ -232,6 +246,9 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
                 "targets count in the loss", (long long)st.examples,
                 o->preference ? "sequences of pairs" : "examples", (long long)st.cut,
                 (long long)st.rows, (long long)o->seq, (long long)st.counted);
+        if (o->unpaired)
+            fprintf(stderr, "; %lld desirable, %lld undesirable", (long long)st.desirable,
+                    (long long)(st.examples - st.desirable));
         for (int64_t k = 0; k < o->num_labels && k < 16; k++)   /* (the first 16) */
             fprintf(stderr, "%s%lld: %lld", k ? ", " : o->problem ? "; examples whose value "
                     "is above 0.5, of label " : "; examples of label ", (long long)k,

@@ -670,7 +670,10 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     int64_t labels = run_labels(t);
     int problem = labels > 0 ? run_problem(t) : NNT_PROBLEM_DEFAULT;
     /* (a pair: two examples, rows) */
-    int pairs = o->loop.dpo_beta > 0 || (labels == 1 && problem == NNT_PROBLEM_DEFAULT);
+    int unpaired = o->loop.dpo_beta > 0 && (o->loop.dpo_loss == NNT_DPO_KTO ||
+                                            o->loop.dpo_loss == NNT_DPO_APO_ZERO_UNPAIRED);
+    int pairs = !unpaired &&
+                (o->loop.dpo_beta > 0 || (labels == 1 && problem == NNT_PROBLEM_DEFAULT));
     const char *json = o->run.tokenizer_json ? o->run.tokenizer_json : o->load_hf;
     if (t->mpi)
         return train_usage_error("%s %s: prompt/answer records are made into a token file by "
@@ -699,7 +702,7 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
                      o->jsonl_loss == 1, o->jsonl_loss == 2,
-                     pairs, labels >= 2 || problem ? labels : 0, NULL, 0, problem};
+                     pairs, labels >= 2 || problem ? labels : 0, NULL, 0, problem, unpaired};
     jsonl_stats st = {0};
     char *inputs[1] = {(char *)*path};
     rc = problem ? 0 : record_label_names(t, labels, &names, &nnames);
@@ -721,6 +724,9 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     /* a classifier's: the examples of each label (the first 8); multi-label: those above 0.5
      * for each label; none for a regression */
     char counts[256] = "";
+    if (unpaired)
+        snprintf(counts, sizeof counts, " (%lld desirable, %lld undesirable)",
+                 (long long)st.desirable, (long long)(st.examples - st.desirable));
     int64_t shown = problem == NNT_PROBLEM_REGRESSION ? 0 : jo.num_labels;
     for (int64_t k = 0, at = 0; k < shown && k < 8 && at < (int64_t)sizeof counts; k++)
         at += snprintf(counts + at, sizeof counts - (size_t)at, "%s%lld: %lld%s",
@@ -731,7 +737,8 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
              "%s%s (%lld %scut to T %lld) in %lld rows, %lld tokens count in the loss, "
              "written to %s\n", *path, (long long)(pairs ? st.examples / 2 : st.examples),
-             pairs ? "preference pairs" : "examples", counts, (long long)st.cut,
+             pairs ? "preference pairs" : unpaired ? "unpaired preference records" : "examples",
+             counts, (long long)st.cut,
              pairs ? "sequences " : "",
              (long long)o->loop.seq, (long long)st.rows, (long long)st.counted, out);
     t->jsonl_bin[which] = out;

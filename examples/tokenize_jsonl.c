@@ -106,6 +106,7 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
 {
     int64_t T = o->seq;
     int preference = o->preference;
+    float label = 0.0f;   /* an unpaired record's (its row's value) */
     int32_t *row = NULL;
     uint8_t *row_counts = NULL;
     size_t row_cap = 0;
@@ -144,17 +145,22 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
                 break;
             ids[0] = row, counts[0] = row_counts;
         } else {
-            int e = preference ? nnt_sft_encode_preference(s, line + bom, (size_t)(len - bom),
-                                                           ids, counts, n)
-                               : nnt_sft_encode(s, line + bom, (size_t)(len - bom), &ids[0],
-                                                &counts[0], &n[0]);
+            int good = 0, e = preference ?
+                nnt_sft_encode_preference(s, line + bom, (size_t)(len - bom), ids, counts, n)
+                : o->unpaired ? nnt_sft_encode_unpaired(s, line + bom, (size_t)(len - bom),
+                                                        &ids[0], &counts[0], &n[0], &good)
+                : nnt_sft_encode(s, line + bom, (size_t)(len - bom), &ids[0], &counts[0],
+                                 &n[0]);
             if (e) {
                 rc = fail_lib(where, e);
                 break;
             }
+            label = (float)good;
+            st->desirable += good;
         }
         for (int k = 0; rc == 0 && k < 1 + preference; k++)
-            rc = write_one(where, w, T, ids[k], counts[k], n[k], values, st);
+            rc = write_one(where, w, T, ids[k], counts[k], n[k], o->unpaired ? &label : values,
+                           st);
     }
     if (rc == 0 && ferror(f)) {
         fprintf(stderr, "%s: %s: cannot read: %s\n", prog, path, strerror(errno));
@@ -196,8 +202,9 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     }
     nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
     wo.bits = bits, wo.vocab = vocab, wo.mask = 1, wo.block = o->seq;
-    wo.pack = o->pack && !o->preference, wo.cut = o->cut;   /* (a pair: two rows) */
-    wo.row_values = o->problem ? o->num_labels : 0;
+    wo.pack = o->pack && !o->preference && !o->unpaired, wo.cut = o->cut;   /* (a pair: two
+                                                                               rows) */
+    wo.row_values = o->problem ? o->num_labels : o->unpaired ? 1 : 0;
     nnt_sft_pad_id(s, &wo.pad);
     st->pad = wo.pad;
     nnt_token_writer *w = NULL;

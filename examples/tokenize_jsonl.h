@@ -28,6 +28,9 @@ typedef struct jsonl_opts {
                                          record; NNT_PROBLEM_REGRESSION or _MULTI_LABEL:
                                          num_labels values a record, carried by its row
                                          (nnt_sft_encode_valued)                            */
+    int unpaired;                     /* 1: unpaired preference records (KTO): one a row,
+                                         its label (1 desirable, 0 undesirable) the row's
+                                         value (nnt_sft_encode_unpaired)                    */
 } jsonl_opts;
 
 typedef struct jsonl_stats {
@@ -36,6 +39,7 @@ typedef struct jsonl_stats {
                                          on values: of each value above 0.5)               */
     int64_t empty;                    /* examples of which no token counts once cut to T */
     int32_t pad;                      /* the id rows are padded with (nnt_sft_pad_id)     */
+    int64_t desirable;                /* unpaired records: those labelled true            */
 } jsonl_stats;
 
 /* 0, or 1 after a message on stderr naming the file and line; the caller frees

@@ -32,7 +32,8 @@ static const char *const losses[] = {"answers", "all", "assistant", NULL};
 static const char *const quantizes[] = {"none", "nf4", NULL};
 static const char *const too_long[] = {"cut", "refuse", NULL};
 /* = nnt_dpo_loss */
-static const char *const dpo_losses[] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo", NULL};
+static const char *const dpo_losses[] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo",
+                                         "kto", "apo_zero_unpaired", NULL};
 
 #define BIG CLI_BIG
 #define CLI_OFF(f) offsetof(train_opts, f)
@@ -176,7 +177,9 @@ static const cli_option table[] = {
                "sigmoid|ipo|hinge: TRL's DPO loss_type (default\nsigmoid: DPO; ipo: the log "
                "ratios averaged over\neach sequence's tokens; hinge: SLiC);\ncpo|simpo|orpo: "
                "without a reference model (TRL's\nCPOTrainer loss_type sigmoid and simpo, "
-               "its\nORPOTrainer, beta its lambda)"),
+               "its\nORPOTrainer, beta its lambda); kto|apo_zero_unpaired:\nTRL's KTOTrainer "
+               "on unpaired records ({\"prompt\",\n\"completion\", \"label\": true|false}; "
+               "nnt-tokenize\n--unpaired), runs of --batch rows"),
     OPT_REAL("simpo-gamma", loop.simpo_gamma, 0, 1e6, "0.5", RES, "X",
              "--dpo-loss simpo's target margin (TRL's\nsimpo_gamma; default 0.5)"),
     OPT_REAL("rpo-alpha", loop.rpo_alpha, 0, 1e6, "0", RES, "X",
@@ -186,6 +189,11 @@ static const cli_option table[] = {
     OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",
              "--dpo-loss cpo and simpo: the weight of the chosen\nsequences' negative "
              "log-likelihood (TRL's\ncpo_alpha; default 1; 0: SimPO as its paper)"),
+    OPT_REAL("desirable-weight", loop.desirable_weight, 0, 1e6, "1", RES, "X",
+             "--dpo-loss kto and apo_zero_unpaired: the weight of\nthe desirable rows' loss "
+             "(TRL's desirable_weight;\ndefault 1)"),
+    OPT_REAL("undesirable-weight", loop.undesirable_weight, 0, 1e6, "1", RES, "X",
+             "and of the undesirable rows' (TRL's\nundesirable_weight; default 1)"),
     OPT_INT("num-labels", run.num_labels, 0, 1 << 20, "0", 0, "N",
             "make the model a sequence classifier of N labels\n(transformers' "
             "*ForSequenceClassification: a score\nhead; a --load-hf language model gives the "
@@ -478,9 +486,17 @@ static int check_combinations(const train_opts *o)
     if (train_opts_given(o, "cpo-alpha") && o->loop.dpo_loss != NNT_DPO_CPO &&
         o->loop.dpo_loss != NNT_DPO_SIMPO)
         return train_usage_error("--cpo-alpha goes with --dpo-loss cpo or simpo");
+    int unpaired = o->loop.dpo_loss == NNT_DPO_KTO || o->loop.dpo_loss == NNT_DPO_APO_ZERO_UNPAIRED;
+    if ((train_opts_given(o, "desirable-weight") || train_opts_given(o, "undesirable-weight")) &&
+        !unpaired)
+        return train_usage_error("--desirable-weight and --undesirable-weight go with --dpo-loss "
+                                 "kto or apo_zero_unpaired");
+    if (unpaired && o->loop.dpo_loss == NNT_DPO_KTO && o->loop.batch < 2)
+        return train_usage_error("--dpo-loss kto estimates its kl from the other rows of a "
+                                 "micro-batch: --batch must be at least 2");
     if (o->loop.dpo_beta > 0 && o->jsonl_pack)
-        return train_usage_error("--dpo-beta reads each sequence of a pair in a row of its own: "
-                                 "not with --pack");
+        return train_usage_error("--dpo-beta reads each sequence %s in a row of its own: not "
+                                 "with --pack", unpaired ? "of --dpo-loss kto" : "of a pair");
     if (o->run.problem_type > 0 && o->run.num_labels == 0 && !o->load_hf)
         return train_usage_error("--problem-type is a classifier's: give --num-labels N");
     if (o->run.problem_type > 0 && o->label_names)
@@ -507,7 +523,7 @@ static int check_combinations(const train_opts *o)
     if (o->run.num_labels > 1 && o->loop.reward_center > 0)
         return train_usage_error("--reward-center is for reward models (--num-labels 1), not "
                                  "a classifier of %lld labels", (long long)o->run.num_labels);
-    if (o->loop.dpo_beta > 0 && o->loop.batch % 2)
+    if (o->loop.dpo_beta > 0 && o->loop.batch % 2 && !unpaired)
         return train_usage_error("--dpo-beta takes pairs (chosen, rejected) side by side: "
                                  "--batch must be even, not %lld", (long long)o->loop.batch);
     if (r->load_peft && train_lora_asked(o))

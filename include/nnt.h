@@ -1962,6 +1962,19 @@ NNT_API int nnt_sft_encode_prompt(nnt_sft *s, const char *record, size_t len,
 NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len,
                                       const int32_t *ids[2], const uint8_t *counts[2],
                                       size_t n[2]);
+/* An unpaired preference record (TRL's KTO form; new in 0.4): {"prompt": P, "completion": C,
+ * "label": L}, P and C strings or lists of messages, L true (a desirable completion) or false
+ * (an undesirable one), with chat_template_kwargs and tools as in nnt_sft_encode. *ids,
+ * *counts, *n: the sequence encoded as nnt_sft_encode encodes {"prompt": P, "completion": C}
+ * (as TRL's KTOTrainer tokenizes it: the completion's tokens count), valid until the next
+ * call; *desirable 1 for true, 0 for false. Refused as nnt_sft_encode refuses, and a record
+ * without prompt, completion or label, a label not a JSON boolean, or another key (chosen,
+ * rejected: a paired record) NNT_E_FORMAT naming it. The trainer reads such rows with their
+ * label as the row's value (nnt-tokenize --unpaired; nnt_trainer_options.dpo_loss
+ * NNT_DPO_KTO). */
+NNT_API int nnt_sft_encode_unpaired(nnt_sft *s, const char *record, size_t len,
+                                    const int32_t **ids, const uint8_t **counts, size_t *n,
+                                    int *desirable);
 /* A classification record (transformers' text classification; new in 0.3): {"text": T,
  * "label": K}, K an integer from 0 (the class's index). *ids get T's ids as tokenizer(text)
  * gives them (with the special tokens the tokenizer's post-processor adds, e.g. Llama 3's
@@ -2061,11 +2074,17 @@ typedef struct nnt_trainer_report {
                                     otherwise                                                */
     double dpo_margin;           /* DPO: the mean of the chosen reward minus the rejected one
                                     (TRL's rewards/margins); a reward model's: of the chosen
-                                    score minus the rejected one (its margin); 0 otherwise   */
+                                    score minus the rejected one (its margin); unpaired rows
+                                    (KTO): over the micro-batches holding both kinds, the
+                                    mean desirable reward beta lr minus the undesirable one
+                                    (TRL's rewards/margins; dpo_accuracy 0); 0 otherwise     */
     /* new in 0.3 (read them only when size covers them) */
     double accuracy;             /* a classifier's (num_labels >= 2) validation: the share of
                                     its examples whose largest logit is their label; else 0  */
     int64_t examples;            /* that validation's examples (its counted targets)         */
+    /* new in 0.4 (read it only when size covers it) */
+    double kl;                   /* NNT_DPO_KTO: the mean over the step's (validation's)
+                                    micro-batches of their kl estimate (TRL's kl); else 0    */
 } nnt_trainer_report;
 
 /* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */
@@ -2150,6 +2169,9 @@ typedef struct nnt_trainer_options {
     double rpo_alpha;            /* NNT_DPO_SIGMOID, _IPO, _HINGE: the same term's weight
                                     added to DPO's loss (RPO; TRL's DPOTrainer with loss_type
                                     [..., "sft"] and this loss weight); 0 (default): none     */
+    double desirable_weight;     /* NNT_DPO_KTO and _APO_ZERO_UNPAIRED: the weight of a
+                                    desirable row's loss (TRL's desirable_weight; default 1) */
+    double undesirable_weight;   /* and of an undesirable one's (undesirable_weight; 1)      */
 } nnt_trainer_options;
 
 /* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
@@ -2167,16 +2189,30 @@ typedef enum nnt_dpo_loss {
                                     CPOTrainer's loss_type "sigmoid")                        */
     NNT_DPO_SIMPO = 4,           /* -log sigmoid(beta (a_c - a_r) - simpo_gamma)
                                     + cpo_alpha nll (SimPO, CPOTrainer's loss_type "simpo")   */
-    NNT_DPO_ORPO = 5             /* nll' - beta log sigmoid((a_c - a_r) - (log(1 - e^a_c) -
+    NNT_DPO_ORPO = 5,            /* nll' - beta log sigmoid((a_c - a_r) - (log(1 - e^a_c) -
                                     log(1 - e^a_r))) (ORPO, beta its lambda), nll' over the
                                     chosen rows' prompt and completion: every target up to
                                     the row's last counted one (ORPOTrainer)                 */
+    /* new in 0.4: unpaired rows (TRL's KTOTrainer): the data one example a row with one row
+     * value, its label (1: desirable, 0: undesirable; nnt-tokenize --unpaired); B rows a
+     * micro-batch, read in runs of B rows (shuffle: the runs' order); lr = pi - ref of a row
+     * (its summed log ratio against the reference, the model before its first update) */
+    NNT_DPO_KTO = 6,             /* mean over the micro-batch of desirable_weight (1 -
+                                    sigmoid(beta (lr - kl))) for a desirable row,
+                                    undesirable_weight (1 - sigmoid(beta (kl - lr))) for an
+                                    undesirable one; kl = max(0, mean over the micro-batch
+                                    of the log ratio of its KL rows, each row's prompt
+                                    followed by the completion of the row before it in its
+                                    run of B, the first taking the last's), not
+                                    differentiated (KTO; B >= 2)                             */
+    NNT_DPO_APO_ZERO_UNPAIRED = 7 /* desirable_weight (1 - sigmoid(beta lr)), undesirable_weight
+                                    sigmoid(beta lr) (APO-zero unpaired; no KL rows)         */
 } nnt_dpo_loss;
 
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
       NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
-      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0 }
+      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

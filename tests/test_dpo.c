@@ -607,7 +607,7 @@ START_TEST(test_errors)
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
     to.dpo_beta = NAN;
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
-    to.dpo_beta = 0.1, to.dpo_loss = NNT_DPO_ORPO + 1;
+    to.dpo_beta = 0.1, to.dpo_loss = NNT_DPO_APO_ZERO_UNPAIRED + 1;
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);
     to.dpo_loss = NNT_DPO_SIMPO, to.simpo_gamma = -0.5;
     EXPECT_RC(nnt_trainer_create(l, opt, d, &to, &tr), NNT_E_INVAL);

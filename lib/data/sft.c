@@ -75,6 +75,7 @@ struct nnt_sft {
     int32_t *pair_ids;            /* (npair) a preference record's chosen sequence           */
     uint8_t *pair_counts;
     size_t npair, pair_cap;
+    int label;                    /* nnt_sft_encode_unpaired: the record's label (1: true)    */
     int32_t *a, *b;               /* scratch encodings                                       */
     size_t acap, bcap;
     sbuf text;                    /* the rendered text                                       */
@@ -1952,6 +1953,7 @@ static int rename_from_value(jv *list, const char *name)
 }
 
 static int preference_view(const jv *root, int which, jv *view, jv parts[4], char *keys[4]);
+static int unpaired_view(const jv *root, jv *view, jv parts[4], char *keys[4], int *label);
 
 /* One JSON value of len bytes (a record) into *root, the caller's to free; malformed or
  * followed by more: NNT_E_FORMAT naming fn, nothing to free. */
@@ -1967,7 +1969,8 @@ static int parse_record(const char *fn, const char *record, size_t len, jv *root
 }
 
 /* nnt_sft_encode, or (prompt) nnt_sft_encode_prompt's rendering, or (pref 0 or 1) the chosen
- * or rejected sequence of a preference record (nnt_sft_encode_preference) */
+ * or rejected sequence of a preference record (nnt_sft_encode_preference), or (pref 2) an
+ * unpaired record's sequence, its label into s->label (nnt_sft_encode_unpaired) */
 static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, int pref)
 {
     static const char fn[] = "nnt_sft_encode";
@@ -1994,7 +1997,9 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, i
     const jv *tools = root.type == JV_OBJ ? hft_jv_get(&root, "tools") : NULL;
     jv view, parts[4];   /* a preference record's side: {"prompt": P, "completion": C, ...} */
     char *keys[4];
-    if (pref >= 0)
+    if (pref == 2)
+        rc = unpaired_view(&root, &view, parts, keys, &s->label);
+    else if (pref >= 0)
         rc = preference_view(&root, pref, &view, parts, keys);
     if (rc == 0 && !prompt) {   /* a record's chat_template_kwargs hold for it alone */
         int no_thinking = s->no_thinking;
@@ -2373,5 +2378,56 @@ NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
     if (rc)
         return rc;
     *ids = s->ids, *n = s->n, *label = k;
+    return NNT_OK;
+}
+
+/* ---- unpaired preference records (TRL's KTO form) ------------------------------------------ */
+
+/* An unpaired record as a prompt/completion record in *view (its members but the label,
+ * borrowed from root), its label (1 true, 0 false) into *label. */
+static int unpaired_view(const jv *root, jv *view, jv parts[4], char *keys[4], int *label)
+{
+    static const char fn[] = "nnt_sft_encode_unpaired";
+    if (root->type != JV_OBJ)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
+    size_t n = 0;
+    const jv *lab = NULL;
+    for (size_t i = 0; i < root->n; i++) {
+        const char *key = root->keys[i];
+        if (!strcmp(key, "label")) {
+            lab = &root->items[i];
+            continue;
+        }
+        if (strcmp(key, "prompt") && strcmp(key, "completion") &&
+            strcmp(key, "chat_template_kwargs") && strcmp(key, "tools"))
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (prompt, completion, "
+                            "label, chat_template_kwargs, tools)%s", fn, key,
+                            !strcmp(key, "chosen") || !strcmp(key, "rejected") ?
+                            ": a paired preference record, where an unpaired one is read" : "");
+        parts[n] = root->items[i], keys[n] = root->keys[i], n++;
+    }
+    if (!hft_jv_get(root, "prompt") || !hft_jv_get(root, "completion") || !lab)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: an unpaired record has \"prompt\", "
+                        "\"completion\" and \"label\" (true: desirable, false: undesirable)",
+                        fn);
+    if (lab->type != JV_BOOL)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"label\" is true (a desirable completion) "
+                        "or false (an undesirable one), not another JSON value", fn);
+    *label = lab->b != 0;
+    memset(view, 0, sizeof *view);
+    view->type = JV_OBJ, view->n = n, view->keys = keys, view->items = parts;
+    return NNT_OK;
+}
+
+NNT_API int nnt_sft_encode_unpaired(nnt_sft *s, const char *record, size_t len,
+                                    const int32_t **ids, const uint8_t **counts, size_t *n,
+                                    int *desirable)
+{
+    static const char fn[] = "nnt_sft_encode_unpaired";
+    if (!s || (!record && len) || !ids || !counts || !n || !desirable)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
+    *ids = NULL, *counts = NULL, *n = 0, *desirable = 0;
+    NNT_TRY(encode_json(s, record, len, 0, 2));
+    *ids = s->ids, *counts = s->counts, *n = s->n, *desirable = s->label;
     return NNT_OK;
 }

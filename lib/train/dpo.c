@@ -38,6 +38,17 @@
  * weight over their number in the micro-batch. A step's and a validation's loss: the mean
  * over their micro-batches (each of B / 2 pairs), as TRL averages its batches.
  *
+ * Unpaired rows (NNT_DPO_KTO, _APO_ZERO_UNPAIRED: TRL's KTOTrainer) read one example a row,
+ * its label the row's value (1 desirable, 0 undesirable), B rows a micro-batch: the units
+ * counted where pairs are (npairs the rows, 2 references a row: its own and its KL row's). The
+ * rows are read in runs of B consecutive rows (shuffle: the runs in the shuffled order), so
+ * that each row's KL row, its prompt followed by the completion of the row before it in its
+ * run (the first taking the last's: TRL's add_kl_completion_ids with the data in order), is
+ * always the same and its reference computed once. A row's prompt: its tokens before its
+ * first counted one; its completion: from there to its last counted token. KTO's micro-batch:
+ * the forward of its KL rows (their log-likelihoods: kl, not differentiated), then its rows'
+ * forward and backward; the terms as nnt_dpo_row_loss computes them.
+ *
  * A reward model (a model of num_labels 1: a score a token, nnt_layer_pairwise_create's loss)
  * reads the same pairs, as TRL's RewardTrainer trains it: each row's score at its pooled
  * position (nnt_model_pool_targets with the model's pad id), the loss the model's own (the
@@ -50,9 +61,18 @@
 #include <string.h>
 
 struct nnt_dpo {
-    uint64_t npairs;               /* training pairs: the training tokens' rows / 2          */
-    int64_t val_pairs;             /* held-out pairs: val_len / T / 2                        */
-    int64_t per_batch;             /* pairs a micro-batch: B / 2                            */
+    uint64_t npairs;               /* training pairs: the training tokens' rows / 2 (unpaired:
+                                      the rows of the whole runs of B)                      */
+    int64_t val_pairs;             /* held-out pairs: val_len / T / 2 (unpaired: rows)        */
+    int64_t per_batch;             /* pairs a micro-batch: B / 2 (unpaired: rows, B)          */
+    int unpaired;                  /* KTO, APO-zero unpaired: rows with their labels          */
+    int with_kl;                   /* KTO: their KL rows                                      */
+    uint8_t *desirable;            /* (npairs + val_pairs) unpaired: each row's label         */
+    uint8_t *row_desirable;        /* (B) a micro-batch's rows' labels                       */
+    uint8_t *masks;                /* (B T) its rows' masks                                  */
+    int32_t *kl_inputs, *kl_targets; /* (B T) its KL rows                                  */
+    uint8_t *kl_counts;            /* (B T)                                                 */
+    double *kl_logp;               /* (B) their log-likelihoods                              */
     double *ref;                   /* (2 npairs + 2 val_pairs) reference log-likelihoods:
                                       training pairs' rows, then held-out pairs' rows         */
     int ref_ready;
@@ -80,12 +100,15 @@ struct nnt_dpo {
 typedef struct dpo_sums {
     double loss, correct, margin;
     int64_t pairs;
+    double kl;                     /* unpaired: the micro-batches' kl, summed                */
+    int64_t batches, margins;      /* their micro-batches, those of both kinds (margin's)    */
 } dpo_sums;
 
 const char *nnt_dpo_loss_name(int loss)
 {
-    static const char *const NAMES[6] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo"};
-    return loss >= 0 && loss < 6 ? NAMES[loss] : "?";   /* = nnt_dpo_loss */
+    static const char *const NAMES[8] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo",
+                                         "kto", "apo_zero_unpaired"};
+    return loss >= 0 && loss < 8 ? NAMES[loss] : "?";   /* = nnt_dpo_loss */
 }
 
 int nnt_dpo_loss_free(int loss)
@@ -93,11 +116,17 @@ int nnt_dpo_loss_free(int loss)
     return loss == NNT_DPO_CPO || loss == NNT_DPO_SIMPO || loss == NNT_DPO_ORPO;
 }
 
+int nnt_dpo_loss_unpaired(int loss)
+{
+    return loss == NNT_DPO_KTO || loss == NNT_DPO_APO_ZERO_UNPAIRED;
+}
+
 const char *nnt_dpo_kind(const nnt_trainer *tr)
 {
-    static const char *const KINDS[6] = {"DPO", "DPO", "DPO", "CPO", "SimPO", "ORPO"};
+    static const char *const KINDS[8] = {"DPO", "DPO", "DPO", "CPO", "SimPO", "ORPO", "KTO",
+                                         "APO-zero"};
     int loss = tr->o.dpo_loss;
-    return tr->dpo && tr->dpo->reward ? "reward model" : loss >= 0 && loss < 6 ? KINDS[loss]
+    return tr->dpo && tr->dpo->reward ? "reward model" : loss >= 0 && loss < 8 ? KINDS[loss]
                                                                                 : "?";
 }
 
@@ -113,6 +142,13 @@ int nnt_dpo_describe(const nnt_trainer_options *o, char *buf, size_t cap)
                         o->cpo_alpha);
     case NNT_DPO_ORPO:
         return snprintf(buf, cap, "ORPO, beta (lambda) %g (TRL's ORPOTrainer)", o->dpo_beta);
+    case NNT_DPO_KTO:
+    case NNT_DPO_APO_ZERO_UNPAIRED:
+        return snprintf(buf, cap, "%s, beta %g (TRL's KTOTrainer, loss_type %s, "
+                        "desirable_weight %g, undesirable_weight %g)",
+                        o->dpo_loss == NNT_DPO_KTO ? "KTO" : "APO-zero unpaired", o->dpo_beta,
+                        nnt_dpo_loss_name(o->dpo_loss), o->desirable_weight,
+                        o->undesirable_weight);
     default:
         if (o->rpo_alpha > 0)
             return snprintf(buf, cap, "DPO, beta %g, and rpo_alpha %g times the chosen "
@@ -132,8 +168,67 @@ void nnt_dpo_free(nnt_trainer *tr)
     free(d->ref), free(d->losses), free(d->weights), free(d->inputs), free(d->targets);
     free(d->row), free(d->mask), free(d->pairs), free(d->logp), free((void *)d->pair_ref);
     free(d->counted), free(d->scores), free(d->counts), free(d->nll), free(d->nll_n);
+    free(d->desirable), free(d->row_desirable), free(d->masks), free(d->kl_inputs);
+    free(d->kl_targets), free(d->kl_counts), free(d->kl_logp);
     free(d);
     tr->dpo = NULL;
+}
+
+/* Unpaired rows: the runs of B rows of a source (k 0: training, 1: held out) of rows rows,
+ * which must carry their label. */
+static int unpaired_rows(nnt_trainer *tr, const char *fn, int k, const char *what,
+                         const nnt_data_info *di, int64_t rows)
+{
+    nnt_dpo *d = tr->dpo;
+    int64_t B = tr->o.batch, whole = rows / B * B;
+    const char *kind = nnt_dpo_kind(tr);
+    if (di->row_values != 1)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s reads rows that carry their label, one "
+                        "value a row (1: desirable, 0: undesirable; nnt-tokenize --unpaired); "
+                        "the %s %s", fn, kind, what, di->row_values ? "carries several"
+                        : "carries none");
+    if (whole == 0)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s reads runs of B = %lld rows; the %s has "
+                        "%lld", fn, kind, (long long)B, what, (long long)rows);
+    if (whole < rows && tr->rank == 0)
+        nnt_log(NNT_LOG_WARN, "%s: the last %lld rows of the %s are not read: %s reads runs of "
+                "B = %lld rows (TRL would read them as a smaller batch)", kind,
+                (long long)(rows - whole), what, kind, (long long)B);
+    if (k == 0)
+        d->npairs = (uint64_t)whole;
+    else
+        d->val_pairs = whole;
+    return NNT_OK;
+}
+
+/* Unpaired rows: each row's label from its value (1 or 0), training rows then held-out ones. */
+static int read_labels(nnt_trainer *tr, const char *fn, nnt_data *const sources[2])
+{
+    nnt_dpo *d = tr->dpo;
+    uint64_t n = d->npairs + (uint64_t)d->val_pairs;
+    float *values = malloc((n ? n : 1) * sizeof *values);
+    d->desirable = malloc(n ? n : 1);
+    if (!values || !d->desirable) {
+        free(values);
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    int rc = NNT_OK;
+    if (d->npairs)
+        rc = nnt_data_read_row_values(sources[0], 0, values, (int64_t)d->npairs);
+    if (rc == 0 && d->val_pairs)
+        rc = nnt_data_read_row_values(sources[1], tr->o.val_start / tr->o.seq,
+                                      values + d->npairs, d->val_pairs);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        if (values[i] != 0.0f && values[i] != 1.0f)
+            rc = nnt_fail(tr->ctx, NNT_E_FORMAT, "%s: the %s's row %llu has the label %g: an "
+                          "unpaired row's value is 1 (desirable) or 0 (undesirable)", fn,
+                          i < d->npairs ? "training data" : "held-out data",
+                          (unsigned long long)(i < d->npairs ? i : i - d->npairs),
+                          (double)values[i]);
+        d->desirable[i] = values[i] == 1.0f;
+    }
+    free(values);
+    return rc;
 }
 
 int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
@@ -155,8 +250,12 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
                         "model of num_labels 1)", fn, o->reward_center);
     if (o->dpo_beta == 0 && !reward)   /* (its range checked with the other options) */
         return NNT_OK;
-    const char *what_run = reward ? "a reward model" : "DPO";
-    if (B % 2)
+    int unpaired = !reward && nnt_dpo_loss_unpaired(o->dpo_loss);
+    const char *what_run = reward ? "a reward model" : unpaired ? nnt_dpo_kind(tr) : "DPO";
+    if (unpaired && o->dpo_loss == NNT_DPO_KTO && B < 2)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: KTO estimates its kl from the other rows of "
+                        "a micro-batch: the batch must be at least 2 (TRL refuses 1 too)", fn);
+    if (B % 2 && !unpaired)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s takes pairs: the batch must be even, "
                         "not %lld", fn, what_run, (long long)B);
     if (reward && !mc.has_pad_token)
@@ -169,8 +268,10 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     if (!d)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     tr->dpo = d;
-    d->per_batch = B / 2;
+    d->per_batch = unpaired ? B : B / 2;
     d->reward = reward;
+    d->unpaired = unpaired;
+    d->with_kl = unpaired && o->dpo_loss == NNT_DPO_KTO;
     d->ref_free = !reward && nnt_dpo_loss_free(o->dpo_loss);
     d->averaged = d->ref_free && o->dpo_loss != NNT_DPO_CPO;
     d->nll_weight = !d->ref_free ? o->rpo_alpha
@@ -186,12 +287,17 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
         nnt_data_info di = NNT_DATA_INFO_INIT;
         NNT_TRY(nnt_data_info_get(sources[k], &di));
         if (di.block != T || !di.masked || di.starts)
-            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s reads pairs of rows of T = %lld "
-                            "tokens with a loss mask, one example a row (nnt-tokenize "
-                            "--preference --seq %lld); the %s %s", fn, what_run, (long long)T,
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s reads %s of T = %lld tokens with a "
+                            "loss mask, one example a row (nnt-tokenize %s --seq %lld); the %s "
+                            "%s", fn, what_run, unpaired ? "rows" : "pairs of rows",
+                            (long long)T, unpaired ? "--unpaired" : "--preference",
                             (long long)T, what[k], di.starts ? "packs several examples a row"
                             : di.block ? "has rows of another length" : "is not in rows");
         int64_t rows = len[k] / T;
+        if (unpaired) {
+            NNT_TRY(unpaired_rows(tr, fn, k, what[k], &di, rows));
+            continue;
+        }
         if (rows < 2 || rows % 2)
             return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %s reads pairs of rows (chosen, "
                             "rejected); the %s has %lld rows of %lld tokens: an even number "
@@ -202,6 +308,8 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
         else
             d->val_pairs = rows / 2;
     }
+    if (unpaired)
+        NNT_TRY(read_labels(tr, fn, sources));
     size_t bt = (size_t)(B * T);
     size_t nref = d->ref_free ? 0 : 2 * ((size_t)d->npairs + (size_t)d->val_pairs);
     d->ref = malloc((nref ? nref : 1) * sizeof *d->ref);
@@ -213,15 +321,22 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->mask = malloc((size_t)T);
     d->pairs = malloc((size_t)d->per_batch * sizeof *d->pairs);
     d->logp = malloc((size_t)B * sizeof *d->logp);
-    d->pair_ref = malloc((size_t)d->per_batch * sizeof *d->pair_ref);
+    d->pair_ref = malloc((size_t)B * sizeof *d->pair_ref);
     d->counted = malloc((size_t)B * sizeof *d->counted);
     d->scores = malloc((size_t)B * sizeof *d->scores);
     d->counts = malloc(bt);
     d->nll = malloc((size_t)B * sizeof *d->nll);
     d->nll_n = malloc((size_t)B * sizeof *d->nll_n);
+    d->row_desirable = malloc((size_t)B);
+    d->masks = malloc(bt);
+    d->kl_inputs = malloc(bt * sizeof *d->kl_inputs);
+    d->kl_targets = malloc(bt * sizeof *d->kl_targets);
+    d->kl_counts = malloc(bt);
+    d->kl_logp = malloc((size_t)B * sizeof *d->kl_logp);
     if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
         !d->mask || !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores ||
-        !d->counts || !d->nll || !d->nll_n)
+        !d->counts || !d->nll || !d->nll_n || !d->row_desirable || !d->masks ||
+        !d->kl_inputs || !d->kl_targets || !d->kl_counts || !d->kl_logp)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
     return NNT_OK;
 }
@@ -229,6 +344,11 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
 uint64_t nnt_dpo_advance(const nnt_trainer *tr)
 {
     return (uint64_t)tr->dpo->per_batch;
+}
+
+uint64_t nnt_dpo_units(const nnt_trainer *tr)
+{
+    return tr->dpo->npairs;
 }
 
 /* Row r (of T tokens at first + r T of data) into the micro-batch's row b: its inputs, and its
@@ -242,9 +362,11 @@ static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, i
     NNT_TRY(nnt_data_read(data, first + r * T, d->row, T));
     NNT_TRY(nnt_data_read_mask(data, first + r * T, d->mask, T));
     int32_t *in = d->inputs + b * T, *tg = d->targets + b * T;
-    if (b % 2 && !d->ref_ready)   /* reference pass, a rejected row: the prompt starts both */
+    if (b % 2 && !d->ref_ready && !d->unpaired)   /* reference pass, a rejected row: the
+                                                     prompt starts both */
         d->unshared += d->row[0] != in[-T];
     memcpy(in, d->row, (size_t)T * sizeof *in);
+    memcpy(d->masks + b * T, d->mask, (size_t)T);
     uint8_t *counts = d->counts + b * T;
     int64_t last = -1;   /* the last counted target */
     for (int64_t t = 0; t < T; t++) {
@@ -258,35 +380,94 @@ static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, i
 }
 
 /* The pair read i-th from a range of npairs pairs: in order, or (shuffle) the trainer's
- * shuffled order over pairs. */
+ * shuffled order over pairs. Unpaired rows: the row read i-th, the runs of B rows in order
+ * or in the shuffled order over runs. */
 static uint64_t pair_at(const nnt_trainer *tr, uint64_t npairs, uint64_t i, int shuffle)
 {
+    uint64_t B = (uint64_t)tr->o.batch;
+    if (tr->dpo->unpaired)
+        return shuffle ? nnt_shuffled_row(tr->o.seed, npairs / B, i / B) * B + i % B
+                       : i % npairs;
     return shuffle ? nnt_shuffled_row(tr->o.seed, npairs, i) : i % npairs;
 }
 
-/* The micro-batch of pairs i .. i + B/2 - 1 of a range (rows at first of data, npairs
- * pairs): its tokens and targets into the trainer's tensors, the pairs' numbers into pairs. */
-static int load_pairs(nnt_trainer *tr, nnt_data *data, int64_t first, uint64_t npairs,
-                      uint64_t i, int shuffle, uint64_t *pairs)
+/* The rows' tokens and targets (inputs, targets: B T) into the trainer's tensors. */
+static int upload_rows(nnt_trainer *tr, const int32_t *inputs, const int32_t *targets)
+{
+    size_t bytes = (size_t)(tr->o.batch * tr->o.seq) * sizeof(int32_t);
+    NNT_TRY(nnt_layer_set_positions(tr->model, NULL));
+    NNT_TRY(nnt_tensor_copy_from_host(tr->tokens, inputs, bytes));
+    return nnt_tensor_copy_from_host(tr->targets, targets, bytes);
+}
+
+/* Unpaired row b's KL row: its prompt (the tokens before its first counted one) followed by
+ * the completion (its first to its last counted token) of row prev, cut to T, into the KL
+ * buffers, those tokens counting; NNT_E_FORMAT for a row without a counted token. */
+static int kl_row(nnt_trainer *tr, int64_t b, int64_t prev)
 {
     nnt_dpo *d = tr->dpo;
+    int64_t T = tr->o.seq, prompt = -1, from = -1, to = -1;
+    const uint8_t *mb = d->masks + b * T, *mp = d->masks + prev * T;
+    for (int64_t t = 0; t < T; t++) {
+        prompt = prompt < 0 && mb[t] ? t : prompt;
+        from = from < 0 && mp[t] ? t : from;
+        to = mp[t] ? t + 1 : to;
+    }
+    if (prompt < 0 || from < 0)
+        return nnt_fail(tr->ctx, NNT_E_FORMAT, "nnt_trainer: %s: row %llu has no completion "
+                        "(no token that counts): its prompt and completion cannot be told",
+                        nnt_dpo_kind(tr), (unsigned long long)d->pairs[prompt < 0 ? b : prev]);
+    int32_t *in = d->kl_inputs + b * T, *tg = d->kl_targets + b * T;
+    uint8_t *counts = d->kl_counts + b * T;
+    int64_t n = prompt + (to - from) < T ? prompt + (to - from) : T;
+    memcpy(in, d->inputs + b * T, (size_t)prompt * sizeof *in);
+    memcpy(in + prompt, d->inputs + prev * T + from, (size_t)(n - prompt) * sizeof *in);
+    for (int64_t t = n; t < T; t++)
+        in[t] = 0;   /* (padding after the row: it changes nothing before it) */
+    for (int64_t t = 0; t < T; t++) {
+        counts[t] = t + 1 >= prompt && t + 1 < n;
+        tg[t] = counts[t] ? in[t + 1] : NNT_TRAINER_IGNORE;
+    }
+    return NNT_OK;
+}
+
+/* The micro-batch of pairs i .. i + B/2 - 1 of the training or (held_out) held-out range
+ * (npairs pairs): its tokens and targets into the trainer's tensors, the pairs' numbers into pairs.
+ * Unpaired rows: rows i .. i + B - 1, their labels, and their KL rows (KTO), on the host. */
+static int load_pairs(nnt_trainer *tr, int held_out, uint64_t npairs, uint64_t i, int shuffle,
+                      uint64_t *pairs)
+{
+    nnt_dpo *d = tr->dpo;
+    int64_t B = tr->o.batch;
+    nnt_data *data = !held_out ? tr->data : tr->o.val_data ? tr->o.val_data : tr->data;
+    int64_t first = held_out ? tr->o.val_start : 0;
+    if (d->unpaired) {
+        const uint8_t *labels = d->desirable + (held_out ? d->npairs : 0);
+        for (int64_t b = 0; b < B; b++) {
+            pairs[b] = pair_at(tr, npairs, i + (uint64_t)b, shuffle);
+            d->row_desirable[b] = labels[pairs[b]];
+            NNT_TRY(load_row(tr, data, first, (int64_t)pairs[b], b));
+        }
+        for (int64_t b = 0; d->with_kl && b < B; b++)
+            NNT_TRY(kl_row(tr, b, (b + B - 1) % B));
+        return NNT_OK;
+    }
     for (int64_t j = 0; j < d->per_batch; j++) {
         pairs[j] = pair_at(tr, npairs, i + (uint64_t)j, shuffle);
         for (int side = 0; side < 2; side++)
             NNT_TRY(load_row(tr, data, first, (int64_t)(2 * pairs[j]) + side, 2 * j + side));
     }
-    size_t bytes = (size_t)(tr->o.batch * tr->o.seq) * sizeof(int32_t);
     if (d->reward)   /* each row's score at its pooled position */
         NNT_TRY(nnt_model_pool_targets(d->inputs, tr->o.batch, tr->o.seq, d->pad, NULL,
                                        d->targets));
-    NNT_TRY(nnt_layer_set_positions(tr->model, NULL));
-    NNT_TRY(nnt_tensor_copy_from_host(tr->tokens, d->inputs, bytes));
-    return nnt_tensor_copy_from_host(tr->targets, d->targets, bytes);
+    return upload_rows(tr, d->inputs, d->targets);
 }
 
-/* The forward of the loaded micro-batch; logp[b] the log-likelihood of row b (its counted
- * targets), and the sums of its nll term (d->nll, d->nll_n: every target it has). */
-static int forward_logps(nnt_trainer *tr, double *logp)
+/* The forward of the uploaded rows (their targets, counts: B T); logp[b] the log-likelihood
+ * of row b (its counted targets), and the sums of its nll term (d->nll, d->nll_n: every
+ * target it has). */
+static int forward_rows(nnt_trainer *tr, const int32_t *targets, const uint8_t *counts,
+                        double *logp)
 {
     nnt_dpo *d = tr->dpo;
     int64_t B = tr->o.batch, T = tr->o.seq;
@@ -298,11 +479,11 @@ static int forward_logps(nnt_trainer *tr, double *logp)
         d->counted[b] = 0, d->nll_n[b] = 0;
         for (int64_t t = 0; t < T; t++) {
             float loss = d->losses[b * T + t];
-            int counted = d->counts[b * T + t];
+            int counted = counts[b * T + t];
             sum += counted ? loss : 0.0f;
             all += loss;
             d->counted[b] += counted;
-            d->nll_n[b] += d->targets[b * T + t] != NNT_TRAINER_IGNORE;
+            d->nll_n[b] += targets[b * T + t] != NNT_TRAINER_IGNORE;
         }
         logp[b] = -sum;
         d->nll[b] = all;
@@ -313,6 +494,20 @@ static int forward_logps(nnt_trainer *tr, double *logp)
                             b % 2 ? "rejected" : "chosen", nnt_dpo_kind(tr));
     }
     return NNT_OK;
+}
+
+/* The forwards of the loaded micro-batch: of its KL rows first (KTO: d->kl_logp, no
+ * gradient wanted), then of its rows (logp), whose backward may follow. */
+static int forward_logps(nnt_trainer *tr, double *logp)
+{
+    nnt_dpo *d = tr->dpo;
+    if (d->with_kl) {
+        NNT_TRY(upload_rows(tr, d->kl_inputs, d->kl_targets));
+        NNT_TRY(forward_rows(tr, d->kl_targets, d->kl_counts, d->kl_logp));
+    }
+    if (d->unpaired)
+        NNT_TRY(upload_rows(tr, d->inputs, d->targets));
+    return forward_rows(tr, d->targets, d->counts, logp);
 }
 
 /* log(1 - e^x) for x < 0, and its derivative -1 / expm1(-x) (x = 0, where it is -inf: a
@@ -418,31 +613,92 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
     }
 }
 
+/* (trainer_impl.h) */
+double nnt_dpo_row_loss(const nnt_trainer_options *o, double lr, double kl, int desirable,
+                        double *dlr)
+{
+    double beta = o->dpo_beta, w = desirable ? o->desirable_weight : o->undesirable_weight;
+    double sign = desirable ? 1.0 : -1.0;
+    /* KTO: z = beta (lr - kl) or beta (kl - lr), the term w (1 - sigmoid(z)) = w sigmoid(-z);
+     * APO-zero: z = beta lr, the term w (1 - sigmoid(z)) or w sigmoid(z) */
+    double z = o->dpo_loss == NNT_DPO_KTO ? sign * beta * (lr - kl) : sign * beta * lr;
+    double sz = 1.0 / (1.0 + exp(-z)), term = 1.0 / (1.0 + exp(z));
+    *dlr = -w * sz * (1.0 - sz) * sign * beta;   /* d term / d z = -w sigmoid'(z) */
+    return w * term;
+}
+
+/* The unpaired rows' terms of the loaded micro-batch (logp: its rows' log-likelihoods, ref
+ * their reference pairs (the row's, its KL row's)): its loss (the mean over its rows, summed
+ * into s as DPO's pairs are), kl and margin into s; with weights, d loss / d loss_t. */
+static void unpaired_terms(nnt_trainer *tr, const double *logp, const double *const *ref,
+                           dpo_sums *s, float *weights)
+{
+    nnt_dpo *d = tr->dpo;
+    int64_t B = tr->o.batch, T = tr->o.seq;
+    double kl = 0.0, sum[2] = {0.0, 0.0};
+    int64_t count[2] = {0, 0};
+    if (d->with_kl) {   /* (not differentiated: a constant of the terms) */
+        for (int64_t b = 0; b < B; b++)
+            kl += d->kl_logp[b] - ref[b][1];
+        kl = kl / (double)B > 0.0 ? kl / (double)B : 0.0;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        int good = d->row_desirable[b];
+        double lr = logp[b] - ref[b][0], dlr;
+        s->loss += nnt_dpo_row_loss(&tr->o, lr, kl, good, &dlr);
+        sum[good] += tr->o.dpo_beta * lr, count[good]++;   /* the rewards, as TRL's */
+        for (int64_t t = 0; weights && t < T; t++)   /* pi = -sum of the row's losses */
+            weights[b * T + t] = (float)(d->counts[b * T + t] ? -dlr / (double)B : 0.0);
+    }
+    s->pairs += B;
+    s->kl += kl, s->batches++;
+    if (count[0] && count[1])
+        s->margin += sum[1] / (double)count[1] - sum[0] / (double)count[0], s->margins++;
+}
+
+/* The terms of the loaded micro-batch (its references from ref, 2 a pair or a row) into s,
+ * and with weights d loss / d loss_t. */
+static void terms(nnt_trainer *tr, const double *ref, dpo_sums *s, float *weights)
+{
+    nnt_dpo *d = tr->dpo;
+    int64_t n = d->unpaired ? tr->o.batch : d->per_batch;
+    for (int64_t j = 0; j < n; j++)
+        d->pair_ref[j] = ref + 2 * d->pairs[j];
+    if (d->unpaired)
+        unpaired_terms(tr, d->logp, d->pair_ref, s, weights);
+    else
+        pair_terms(tr, d->logp, d->ref_free ? NULL : d->pair_ref, s, weights);
+}
+
 /* The reference log-likelihoods of every pair (training, then held-out), once: the model as
- * it is now, forwards only, without the adapters' dropout. */
+ * it is now, forwards only, without the adapters' dropout. Unpaired rows: each row's and its
+ * KL row's (KTO; else 0). */
 int nnt_dpo_reference(nnt_trainer *tr)
 {
     nnt_dpo *d = tr->dpo;
-    const nnt_trainer_options *o = &tr->o;
     int64_t P = d->per_batch;
     if (d->ref_ready)
         return NNT_OK;
     if (tr->rank == 0)
-        nnt_log(NNT_LOG_INFO, "DPO: the reference log-likelihoods of %llu training and %lld "
-                "held-out pairs (forwards of the model before its first update)",
-                (unsigned long long)d->npairs, (long long)d->val_pairs);
-    nnt_data *val = o->val_data ? o->val_data : tr->data;
+        nnt_log(NNT_LOG_INFO, "%s: the reference log-likelihoods of %llu training and %lld "
+                "held-out %s (forwards of the model before its first update)",
+                nnt_dpo_kind(tr), (unsigned long long)d->npairs, (long long)d->val_pairs,
+                !d->unpaired ? "pairs" : d->with_kl ? "rows and their KL rows" : "rows");
     int rc = NNT_OK;
     tr->ctx->no_dropout = 1;
     for (int k = 0; k < 2 && rc == 0; k++) {
         uint64_t n = k ? (uint64_t)d->val_pairs : d->npairs;
         double *out = d->ref + (k ? 2 * d->npairs : 0);
         for (uint64_t i = 0; i < n && rc == 0; i += (uint64_t)P) {
-            rc = load_pairs(tr, k ? val : tr->data, k ? o->val_start : 0, n, i, 0, d->pairs);
+            rc = load_pairs(tr, k, n, i, 0, d->pairs);
             if (rc == 0)
                 rc = forward_logps(tr, d->logp);
-            for (int64_t j = 0; rc == 0 && j < P && i + (uint64_t)j < n; j++)
+            for (int64_t j = 0; rc == 0 && !d->unpaired && j < P && i + (uint64_t)j < n; j++)
                 memcpy(out + 2 * d->pairs[j], d->logp + 2 * j, 2 * sizeof *d->logp);
+            for (int64_t b = 0; rc == 0 && d->unpaired && b < P; b++) {
+                out[2 * d->pairs[b]] = d->logp[b];
+                out[2 * d->pairs[b] + 1] = d->with_kl ? d->kl_logp[b] : 0.0;
+            }
         }
     }
     tr->ctx->no_dropout = 0;
@@ -482,7 +738,7 @@ static int reward_forward(nnt_trainer *tr, dpo_sums *s)
 static int micro_batch(nnt_trainer *tr, uint64_t pos, int last, dpo_sums *s)
 {
     nnt_dpo *d = tr->dpo;
-    NNT_TRY(load_pairs(tr, tr->data, 0, d->npairs, pos, tr->o.shuffle, d->pairs));
+    NNT_TRY(load_pairs(tr, 0, d->npairs, pos, tr->o.shuffle, d->pairs));
     if (d->reward) {
         NNT_TRY(reward_forward(tr, s));
         if (last && nnt_trainer_updates_in_backward(tr))
@@ -490,21 +746,23 @@ static int micro_batch(nnt_trainer *tr, uint64_t pos, int last, dpo_sums *s)
         return nnt_layer_backward(tr->model, NULL, NULL);
     }
     NNT_TRY(forward_logps(tr, d->logp));
-    for (int64_t j = 0; j < d->per_batch; j++)
-        d->pair_ref[j] = d->ref + 2 * d->pairs[j];
-    pair_terms(tr, d->logp, d->ref_free ? NULL : d->pair_ref, s, d->weights);
+    terms(tr, d->ref, s, d->weights);
     NNT_TRY(nnt_layer_set_target_weights(tr->model, d->weights, tr->o.batch * tr->o.seq));
     if (last && nnt_trainer_updates_in_backward(tr))
         NNT_TRY(nnt_optim_update_in_backward(tr->opt));
     return nnt_layer_backward(tr->model, NULL, NULL);
 }
 
-static void report_sums(nnt_trainer_report *r, const dpo_sums *s)
+static void report_sums(const nnt_dpo *d, nnt_trainer_report *r, const dpo_sums *s)
 {
     double n = s->pairs > 0 ? (double)s->pairs : 1.0;
     r->loss = s->loss / n;
     r->dpo_accuracy = s->correct / n;
     r->dpo_margin = s->margin / n;
+    if (d->unpaired) {   /* (TRL: the margins of the micro-batches of both kinds) */
+        r->dpo_margin = s->margins ? s->margin / (double)s->margins : 0.0;
+        r->kl = s->batches ? s->kl / (double)s->batches : 0.0;
+    }
 }
 
 int nnt_dpo_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
@@ -512,7 +770,7 @@ int nnt_dpo_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     const nnt_trainer_options *o = &tr->o;
     nnt_dpo *d = tr->dpo;
     NNT_TRY(nnt_dpo_reference(tr));
-    dpo_sums s = {0, 0, 0, 0};
+    dpo_sums s = {0, 0, 0, 0, 0, 0, 0};
     int rc = NNT_OK;
     for (int64_t k = 0; k < o->accum && rc == 0; k++) {
         tr->ctx->dropout_pass = step * o->accum + k + 1;   /* as trainer.c's micro-batches */
@@ -521,7 +779,7 @@ int nnt_dpo_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     }
     tr->ctx->dropout_pass = 0;
     NNT_TRY(rc);
-    report_sums(r, &s);
+    report_sums(d, r, &s);
     return NNT_OK;
 }
 
@@ -530,28 +788,25 @@ int nnt_dpo_validate(nnt_trainer *tr, nnt_trainer_report *r)
     const nnt_trainer_options *o = &tr->o;
     nnt_dpo *d = tr->dpo;
     NNT_TRY(nnt_dpo_reference(tr));
-    nnt_data *val = o->val_data ? o->val_data : tr->data;
     const double *val_ref = d->ref + 2 * d->npairs;
-    dpo_sums s = {0, 0, 0, 0};
+    dpo_sums s = {0, 0, 0, 0, 0, 0, 0};
     int rc = NNT_OK;
     tr->ctx->no_dropout = 1;
     for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
         uint64_t i = (uint64_t)(k * d->per_batch);
-        rc = load_pairs(tr, val, o->val_start, (uint64_t)d->val_pairs, i, 0, d->pairs);
+        rc = load_pairs(tr, 1, (uint64_t)d->val_pairs, i, 0, d->pairs);
         if (rc == 0 && d->reward) {
             rc = reward_forward(tr, &s);
             continue;
         }
         if (rc == 0)
             rc = forward_logps(tr, d->logp);
-        for (int64_t j = 0; rc == 0 && j < d->per_batch; j++)
-            d->pair_ref[j] = val_ref + 2 * d->pairs[j];
         if (rc == 0)
-            pair_terms(tr, d->logp, d->ref_free ? NULL : d->pair_ref, &s, NULL);
+            terms(tr, val_ref, &s, NULL);
     }
     tr->ctx->no_dropout = 0;
     NNT_TRY(rc);
-    report_sums(r, &s);
+    report_sums(d, r, &s);
     return NNT_OK;
 }
 
@@ -584,6 +839,10 @@ int nnt_dpo_members(const nnt_trainer *tr, char **out)
         *out = s;
         return NNT_OK;
     }
+    if (d->unpaired)
+        n += snprintf(s + n, cap - (size_t)n, ", \"desirable_weight\": %.17g, "
+                      "\"undesirable_weight\": %.17g", tr->o.desirable_weight,
+                      tr->o.undesirable_weight);
     n += snprintf(s + n, cap - (size_t)n, ", \"rpo_alpha\": %.17g, \"dpo_reference\": \"",
                   tr->o.rpo_alpha);
     char *at = s + n;

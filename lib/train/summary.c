@@ -101,7 +101,16 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
                                           "order each epoch" : "");
     char loss[256];
     nnt_dpo_describe(o, loss, sizeof loss);
-    if (o->dpo_beta > 0)
+    if (o->dpo_beta > 0 && nnt_dpo_loss_unpaired(o->dpo_loss))
+        add(t, "loss:      %s: %lld rows, each labelled desirable or undesirable, in runs of %lld "
+            "a micro-batch%s%s; the reference: the model before its first update, a forward "
+            "of every row%s before the first step%s\n", loss, (long long)nnt_dpo_units(tr),
+            (long long)o->batch, o->shuffle ? " (the runs in a new order each epoch)" : "",
+            o->dpo_loss == NNT_DPO_KTO ? ", each row's prompt also followed by the completion "
+            "of the row before it in its run (KL rows: kl, the mean of their log ratios against "
+            "the reference, at least 0)" : "", o->dpo_loss == NNT_DPO_KTO ? " and KL row" : "",
+            tr->resumed_options ? " (or the resumed checkpoint's)" : "");
+    else if (o->dpo_beta > 0)
         add(t, "loss:      %s: %lld pairs of rows (chosen, rejected), %lld a micro-batch%s; "
             "%s%s\n", loss, (long long)(tr->nrows / 2), (long long)(o->batch / 2),
             o->shuffle ? ", in a new order each epoch" : "",

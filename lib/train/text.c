@@ -221,6 +221,11 @@ static void add_report(const nnt_trainer *tr, nnt_text *t, const nnt_trainer_rep
     int64_t steps = tr->o.steps, ve = tr->o.val_every;
     int digits = snprintf(NULL, 0, "%lld", (long long)steps);
     nnt_mem_stats ms;
+    int unpaired = tr->dpo && nnt_dpo_loss_unpaired(tr->o.dpo_loss) && tr->o.dpo_beta > 0;
+    if (r->event == NNT_TRAINER_VALIDATION && unpaired)   /* TRL's kl and rewards/margins */
+        return add(t, "val  %*lld/%lld  loss %.6f  kl %.4f  rewards: margin %.4f  on %lld "
+                   "held-out tokens (%.2f s)", digits, (long long)r->step, (long long)steps,
+                   r->loss, r->kl, r->dpo_margin, (long long)r->tokens, r->ms / 1e3);
     if (r->event == NNT_TRAINER_VALIDATION && tr->dpo)
         return add(t, "val  %*lld/%lld  loss %.6f  rewards: accuracy %.3f, margin %.4f  on %lld "
                    "held-out tokens (%.2f s)", digits, (long long)r->step, (long long)steps,
@@ -252,7 +257,9 @@ static void add_report(const nnt_trainer *tr, nnt_text *t, const nnt_trainer_rep
     } else {
         add(t, "step %*lld/%lld  loss %.6f", digits, (long long)r->step, (long long)steps,
             r->loss);
-        if (tr->dpo)   /* TRL's rewards/accuracies and rewards/margins */
+        if (unpaired)   /* TRL's kl and rewards/margins */
+            add(t, "  kl %.4f  margin %.4f", r->kl, r->dpo_margin);
+        else if (tr->dpo)   /* TRL's rewards/accuracies and rewards/margins */
             add(t, "  acc %.3f  margin %.4f", r->dpo_accuracy, r->dpo_margin);
         add(t, "  lr %.3e", r->lr);
         add(t, "  norm %7.4f", r->grad_norm);

@@ -78,14 +78,18 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         return nnt_fail(ctx, NNT_E_INVAL, "%s: no training data (NULL is for steps 0)", fn);
     if (!(o->dpo_beta >= 0) || !isfinite(o->dpo_beta))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_beta %g (> 0: DPO; 0: none)", fn, o->dpo_beta);
-    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_ORPO)
+    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_APO_ZERO_UNPAIRED)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (NNT_DPO_SIGMOID, _IPO, _HINGE, "
-                        "_CPO, _SIMPO or _ORPO)", fn, o->dpo_loss);
+                        "_CPO, _SIMPO, _ORPO, _KTO or _APO_ZERO_UNPAIRED)", fn, o->dpo_loss);
+    if (!(o->desirable_weight >= 0) || !isfinite(o->desirable_weight) ||
+        !(o->undesirable_weight >= 0) || !isfinite(o->undesirable_weight))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: desirable_weight %g, undesirable_weight %g (each "
+                        ">= 0)", fn, o->desirable_weight, o->undesirable_weight);
     if (!(o->simpo_gamma >= 0) || !isfinite(o->simpo_gamma) || !(o->cpo_alpha >= 0) ||
         !isfinite(o->cpo_alpha) || !(o->rpo_alpha >= 0) || !isfinite(o->rpo_alpha))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: simpo_gamma %g, cpo_alpha %g, rpo_alpha %g (each "
                         ">= 0)", fn, o->simpo_gamma, o->cpo_alpha, o->rpo_alpha);
-    if (o->rpo_alpha > 0 && (!(o->dpo_beta > 0) || nnt_dpo_loss_free(o->dpo_loss)))
+    if (o->rpo_alpha > 0 && (!(o->dpo_beta > 0) || o->dpo_loss > NNT_DPO_HINGE))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: rpo_alpha %g adds the chosen sequences' nll to "
                         "a DPO loss (dpo_beta > 0, NNT_DPO_SIGMOID, _IPO or _HINGE); CPO's and "
                         "SimPO's weight is cpo_alpha", fn, o->rpo_alpha);
@@ -1039,14 +1043,14 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     NNT_TRY(nnt_ctx_wait(tr->ctx));
     tr->data_pos += (uint64_t)o->accum * batch_advance(tr);
     if (!o->shuffle)   /* (DPO: pairs, a multiple of their number) */
-        tr->data_pos %= tr->dpo ? tr->nrows / 2 : (uint64_t)tr->ntokens;
+        tr->data_pos %= tr->dpo ? nnt_dpo_units(tr) : (uint64_t)tr->ntokens;
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     memset(r, 0, sizeof *r);
     r->size = sizeof *r, r->event = NNT_TRAINER_STEP, r->step = step, r->steps = o->steps;
     r->loss = m.loss, r->ms = 1e3 * (now_s() - start);
     r->lr = stats.lr, r->grad_norm = stats.grad_norm;
-    r->dpo_accuracy = m.dpo_accuracy, r->dpo_margin = m.dpo_margin;
+    r->dpo_accuracy = m.dpo_accuracy, r->dpo_margin = m.dpo_margin, r->kl = m.kl;
     r->tokens = o->batch * o->seq * o->accum;
     r->tokens_per_s = (double)r->tokens / (r->ms / 1e3);
     int low = tr->peak_low;

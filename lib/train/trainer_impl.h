@@ -151,6 +151,13 @@ typedef struct nnt_dpo nnt_dpo;
 const char *nnt_dpo_loss_name(int loss);
 /* 1 for the losses without a reference (NNT_DPO_CPO, _SIMPO, _ORPO), else 0. */
 int nnt_dpo_loss_free(int loss);
+/* 1 for a loss of unpaired rows (NNT_DPO_KTO, _APO_ZERO_UNPAIRED). */
+int nnt_dpo_loss_unpaired(int loss);
+/* An unpaired row's term of o's loss (o->dpo_loss KTO or APO-zero, dpo_beta, the weights)
+ * from its log ratio lr, the micro-batch's kl (KTO) and its label; *dlr its derivative by lr
+ * (kl held). */
+double nnt_dpo_row_loss(const nnt_trainer_options *o, double lr, double kl, int desirable,
+                        double *dlr);
 /* What tr->dpo trains, for a line: "DPO", "CPO", "SimPO", "ORPO" or "reward model". */
 const char *nnt_dpo_kind(const nnt_trainer *tr);
 /* A classifier trained on values: "regression" or "multi-label" (the messages' name) */
@@ -168,6 +175,8 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn);
 void nnt_dpo_free(nnt_trainer *tr);
 /* The pairs a micro-batch moves the data position by (B / 2). */
 uint64_t nnt_dpo_advance(const nnt_trainer *tr);
+/* The training pairs (unpaired: rows) the data position counts, modulo. */
+uint64_t nnt_dpo_units(const nnt_trainer *tr);
 /* The reference log-likelihoods of every pair, unless known already (recorded, or computed
  * by an earlier call). */
 int nnt_dpo_reference(nnt_trainer *tr);
