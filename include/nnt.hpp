@@ -1606,6 +1606,18 @@ public:
         return {example{{ids[0], n[0]}, {counts[0], n[0]}},
                 example{{ids[1], n[1]}, {counts[1], n[1]}}};
     }
+    /* An unpaired preference record {"prompt", "completion", "label": true|false} (TRL's KTO
+     * form): its sequence, and into *desirable 1 for true, 0 for false
+     * (nnt_sft_encode_unpaired, new in 0.4). */
+    example encode_unpaired(std::string_view record, int *desirable)
+    {
+        const std::int32_t *ids = nullptr;
+        const std::uint8_t *counts = nullptr;
+        std::size_t n = 0;
+        check(nnt_sft_encode_unpaired(get(), record.data(), record.size(), &ids, &counts, &n,
+                                      desirable));
+        return example{{ids, n}, {counts, n}};
+    }
     /* A classification record {"text", "label"}: the text's ids (tokenizer(text)), and its
      * label into *label (nnt_sft_encode_labelled). */
     span<const std::int32_t> encode_labelled(std::string_view record, std::int64_t *label)

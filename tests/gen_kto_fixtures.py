@@ -51,7 +51,9 @@ Files:
                        with the tokenizer's pad id
   reference.safetensors, for R in kto, accum, apo:
       R.losses (3) float64: each step's loss (the mean of its micro-batches'), before its
-      update; R.kl (3 or 6 micro-batches): each micro-batch's kl; R.eval_loss (1): the held-out
+      update; R.kl (3 or 6 micro-batches): each micro-batch's kl; R.margins (3): each step's
+      rewards/margins as TRL logs it (the mean over its micro-batches holding both kinds of
+      the mean desirable reward minus the mean undesirable one; 0 when none does); R.eval_loss (1): the held-out
       loss after the 3 steps; R.final.<HF name>: every parameter after them
       kto.grad.<HF name>: the gradient of the first micro-batch's loss
       ref_logps (12), ref_kl_logps (12): the reference of each training row and KL row
@@ -136,11 +138,15 @@ class Recorder(KTOTrainer):
     gradient of the first micro-batch (its first training_step's backward, accum 1)."""
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        margins = self._metrics["train"]["rewards/margins"]
+        before = len(margins)
         out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         if self.model.training:
             loss = out[0] if return_outputs else out
             self.rec_losses.append(loss.item())
             self.rec_kl.append(self._metrics["train"]["kl"][-1])
+            # (appended for a micro-batch of both kinds only)
+            self.rec_margins.append(margins[-1] if len(margins) > before else None)
         return out
 
     def training_step(self, *args, **kwargs):
@@ -165,12 +171,17 @@ def run(name, model0, tok, batch, accum, loss_type, out, first_grad=False):
     t = Recorder(model=model, ref_model=copy.deepcopy(model0), args=args,
                  train_dataset=Dataset.from_list(TRAIN), eval_dataset=Dataset.from_list(VAL),
                  processing_class=tok)
-    t.rec_losses, t.rec_kl = [], []
+    t.rec_losses, t.rec_kl, t.rec_margins = [], [], []
     t.rec_grad = {} if first_grad else None
     t.train()
     steps = [sum(t.rec_losses[accum * s:accum * (s + 1)]) / accum for s in range(3)]
     out[name + ".losses"] = torch.tensor(steps, dtype=torch.float64)
     out[name + ".kl"] = torch.tensor(t.rec_kl, dtype=torch.float64)
+    margins = []
+    for s in range(3):   # the step's mean over its micro-batches of both kinds (none: 0)
+        got = [m for m in t.rec_margins[accum * s:accum * (s + 1)] if m is not None]
+        margins.append(sum(got) / len(got) if got else 0.0)
+    out[name + ".margins"] = torch.tensor(margins, dtype=torch.float64)
     ev = t.evaluate()
     out[name + ".eval_loss"] = torch.tensor([ev["eval_loss"]], dtype=torch.float64)
     for n, p in model.named_parameters():

@@ -605,6 +605,14 @@ void test_sft(nnt::context &ctx)
     C_OK(nnt_sft_encode_preference(c, pref, std::strlen(pref), pi, pc, pn));
     EXPECT(pn[0] == chosen.size() && std::equal(pi[0], pi[0] + pn[0], chosen.begin()));
     EXPECT(pn[1] > 0 && pc[1][pn[1] - 1] == 1 && pc[1][0] == 0);
+    const char *unpaired = "{\"prompt\": \"The sky is\", \"completion\": \" blue.\", "
+                           "\"label\": false}";
+    int desirable = -1;
+    nnt::sft::example ue = s.encode_unpaired(unpaired, &desirable);
+    EXPECT(desirable == 0 && ue.ids.size() == chosen.size() &&
+           std::equal(ue.ids.begin(), ue.ids.end(), chosen.begin()) &&
+           std::equal(ue.counts.begin(), ue.counts.end(), pc[0]));
+    EXPECT_ERROR(NNT_E_FORMAT, "paired", s.encode_unpaired(pref, &desirable));
     const char *labelled = "{\"text\": \"The sky is blue.\", \"label\": 2}";
     std::int64_t label = -1, c_label = -1;
     nnt::span<const std::int32_t> li = s.encode_labelled(labelled, &label);

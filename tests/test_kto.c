@@ -22,11 +22,13 @@
 #define VAL_ROWS 8
 
 /* Measured (2-core AMD Zen 4; worst over the 3 tilings, B 2 accum 2 and APO-zero): the
- * first gradient rel 5.3e-6, step losses 3.2e-6 (absolute, below 1), kl 4.6e-6 (relative
- * above 1), parameters after 3 steps rel 4.5e-6, held-out losses 9.4e-7. About 10x. */
+ * first gradient rel 5.3e-6, step losses 3.2e-6 (absolute, below 1), kl 4.6e-6 and reward
+ * margins 2.4e-5 (APO-zero's; KTO's 7.8e-6: relative above 1), parameters after 3 steps rel
+ * 4.5e-6, held-out losses 9.4e-7. About 10x. */
 #define GRAD_TOL 5.3e-5
 #define LOSS_TOL 3.2e-5
 #define KL_TOL 4.6e-5
+#define MARGIN_TOL 2.4e-4
 #define PARAM_TOL 4.5e-5
 
 static nnt_ctx *ctx;
@@ -128,24 +130,28 @@ static void expect_run(nnt_st_reader *r, const char *prefix, const char *what, c
     double *kl = fixture_read_n(r, name, NNT_IO_F64, NULL);
     snprintf(name, sizeof name, "%seval_loss", prefix);
     double *val = fixture_read_n(r, name, NNT_IO_F64, NULL);
-    double el = 0, ek = 0;
+    snprintf(name, sizeof name, "%smargins", prefix);
+    double *margins = fixture_read_n(r, name, NNT_IO_F64, NULL);
+    double el = 0, ek = 0, em = 0;
     for (int s = 0; s < STEPS; s++) {
         double want_kl = 0;
         for (int64_t k = 0; k < accum; k++)
             want_kl += kl[s * accum + k] / (double)accum;
         el = fmax(el, fabs(rl->loss[s + 1] - losses[s]));
         ek = fmax(ek, fabs(rl->kl[s + 1] - want_kl) / fmax(1.0, want_kl));
+        em = fmax(em, fabs(rl->margin[s + 1] - margins[s]) / fmax(1.0, fabs(margins[s])));
     }
     snprintf(name, sizeof name, "%sfinal", prefix);
     double ep = fixture_worst_against(x->model, r, name, 1, worst, sizeof worst);
     double ev = fabs(rl->val_loss - val[0]);
-    printf("test_kto %s: losses %.2e, kl %.2e (relative above 1), parameters rel %.2e (%s), "
-           "held-out loss %.2e\n", what, el, ek, ep, worst, ev);
+    printf("test_kto %s: losses %.2e, kl %.2e, margins %.2e (relative above 1), parameters rel "
+           "%.2e (%s), held-out loss %.2e\n", what, el, ek, em, ep, worst, ev);
     EXPECT_TOL(el, LOSS_TOL, "%s: step losses", what);
     EXPECT_TOL(ek, KL_TOL, "%s: kl", what);
+    EXPECT_TOL(em, MARGIN_TOL, "%s: reward margins", what);
     EXPECT_TOL(ep, PARAM_TOL, "%s: parameter %s after %d steps", what, worst, STEPS);
     EXPECT_TOL(ev, LOSS_TOL, "%s: held-out loss", what);
-    free(losses), free(kl), free(val);
+    free(losses), free(kl), free(val), free(margins);
 }
 
 /* KTO, B 4: the first micro-batch's gradient, then the run. _i: the tiling */
@@ -245,6 +251,32 @@ START_TEST(test_shuffle)
         seen += rl.loss[s];
     }
     ck_assert_double_eq_tol(seen, run0 + 2 * other, 1e-12);   /* run 0 once */
+    close_run(&x);
+}
+END_TEST
+
+/* Only undesirable rows weighed (desirable_weight 0): the updates push every completion's
+ * log-likelihood down, the KL rows' too, so that the mean log ratio of a micro-batch's KL rows
+ * is below 0 after the first step; kl is clamped at 0 (TRL's clamp(min=0)), exactly. */
+START_TEST(test_kl_clamped)
+{
+    run_log rl;
+    memset(&rl, 0, sizeof rl);
+    run_opts ro = {4, 1, NNT_DPO_KTO, 0, -1, NULL, NULL, 0};
+    run x = open_run(&TILINGS[0], &ro, &rl);
+    nnt_trainer_destroy(x.tr);
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = 4, to.seq = T, to.steps = STEPS, to.dpo_beta = 0.3, to.dpo_loss = NNT_DPO_KTO;
+    to.desirable_weight = 0.0, to.undesirable_weight = 1.0;
+    to.callback = on_report, to.user = &rl;
+    EXPECT_OK(nnt_trainer_create(x.model, x.opt, x.data, &to, &x.tr));
+    EXPECT_OK(nnt_trainer_run(x.tr, 0));
+    printf("test_kto undesirable only: kl %.3g %.3g %.3g, losses %.6f %.6f %.6f\n", rl.kl[1],
+           rl.kl[2], rl.kl[3], rl.loss[1], rl.loss[2], rl.loss[3]);
+    for (int s = 1; s <= STEPS; s++)
+        ck_assert_msg(rl.kl[s] == 0.0, "step %d: kl %.17g, not clamped at 0", s, rl.kl[s]);
+    ck_assert_double_eq_tol(rl.loss[1], 0.5 / 4, 1e-12);   /* rows 0-3: 1 undesirable */
+    ck_assert(rl.loss[3] < rl.loss[1]);
     close_run(&x);
 }
 END_TEST
@@ -485,6 +517,7 @@ static Suite *kto_suite(void)
     tcase_add_loop_test(tc, test_accum_apo, 0, 2);
     tcase_add_test(tc, test_resume);
     tcase_add_test(tc, test_shuffle);
+    tcase_add_test(tc, test_kl_clamped);
     tcase_add_test(tc, test_row_loss);
     tcase_add_test(tc, test_encode_unpaired);
     tcase_add_test(tc, test_errors);

@@ -306,8 +306,9 @@ static int open_tokens(run_parts *p)
     NNT_TRY(nnt_data_num_tokens(p->data, &n));
     held_out = (int64_t)((double)n * r->val_split);
     nnt_data_info di = NNT_DATA_INFO_INIT;   /* rows of whole examples: split on a row */
+    int unpaired = p->o.dpo_beta > 0 && nnt_dpo_loss_unpaired(p->o.dpo_loss);
     if (nnt_data_info_get(p->data, &di) == 0 && di.block > 0)   /* DPO: on a pair of rows */
-        held_out -= held_out % (di.block * (reads_pairs(p) ? 2 : 1));
+        held_out -= held_out % (di.block * (reads_pairs(p) && !unpaired ? 2 : 1));
     p->train_tokens = n - held_out;
     if (p->train_tokens < 2)
         return nnt_fail(p->ctx, NNT_E_INVAL, "data: %s: %lld tokens%s, at least 2 are needed",
