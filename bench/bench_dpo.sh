@@ -7,7 +7,10 @@
 # shuffles), so the losses after the first step (log 2 on both sides) differ.
 # Usage (from a build directory): sh ../bench/bench_dpo.sh [ROUNDS] [STEPS] [PRECISION]
 # LOSS=orpo or simpo (default dpo): --dpo-loss orpo / simpo against TRL's ORPOTrainer /
-# CPOTrainer with loss_type "simpo" (no reference on either side).
+# CPOTrainer with loss_type "simpo" (no reference on either side). LOSS=kto: --dpo-loss kto
+# against TRL's KTOTrainer on unpaired records (the same 2 PAIRS rows a step, labels
+# alternating; each micro-batch also a forward of its KL rows; the reference once on both
+# sides, rows and KL rows: precompute_ref_log_probs).
 # Environment: PYTHON (default /tmp/venv-torch/bin/python: torch, transformers, trl,
 # datasets), SHAPE (default smollm2-135m: its configuration, random weights), PAIRS (pairs a
 # step, default 4), T (default 256), RECORDS (default 64).
@@ -35,10 +38,11 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 [ -x ./nnt-train ] || { echo "bench_dpo.sh: run it from a build directory (./nnt-train)" >&2; exit 2; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$py" - "$out/model" "$out/prefs.jsonl" "$top/tests/fixtures/sft/chatml" "$nrec" <<'PY'
+"$py" - "$out/model" "$out/prefs.jsonl" "$top/tests/fixtures/sft/chatml" "$nrec" "$loss" <<'PY'
 import json, random, shutil, sys, torch
 from transformers import LlamaConfig, LlamaForCausalLM
 out, recs, tokdir, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+unpaired = sys.argv[5] == "kto"
 torch.manual_seed(0)
 cfg = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536,
                   num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
@@ -53,9 +57,14 @@ words = ["the", "sky", "is", "blue", "green", "a", "cat", "sat", "on", "mat", "w
          "boils", "at", "degrees", "model", "tile", "answer", "question", "small", "large"]
 say = lambda k: " ".join(rng.choice(words) for _ in range(k))
 with open(recs, "w") as fh:
-    for _ in range(n):
-        fh.write(json.dumps({"prompt": say(40), "chosen": " " + say(200),
-                             "rejected": " " + say(200)}) + "\n")
+    for i in range(n):
+        if unpaired:   # (as many rows as the pairs' records make)
+            for k in range(2):
+                fh.write(json.dumps({"prompt": say(40), "completion": " " + say(200),
+                                     "label": (i + k) % 2 == 0}) + "\n")
+        else:
+            fh.write(json.dumps({"prompt": say(40), "chosen": " " + say(200),
+                                 "rejected": " " + say(200)}) + "\n")
 PY
 common="--load-hf $out/model --data $out/prefs.jsonl --dpo-beta 0.1 --batch $((2 * pairs))
     --seq $T --steps $steps --lr 1e-6 --schedule constant --warmup 0 --beta2 0.95

@@ -4,12 +4,13 @@
 records, on the CPU, fp32 (or bf16 autocast), precompute_ref_log_probs=True (the reference
 once, before the steps, as nnt computes it), max_length T (keep_start), AdamW with nnt's
 settings; with LOSS orpo or simpo, TRL's ORPOTrainer or CPOTrainer (loss_type "simpo")
-instead (no reference model). Prints "init_s S train_s S" (the trainer's creation:
+instead (no reference model); with kto, TRL's KTOTrainer on unpaired records, 2 PAIRS rows a
+step read in order, the reference (rows and KL rows) precomputed. Prints "init_s S train_s S" (the trainer's creation:
 tokenization and the reference pass; train()) and "step N ms M loss L" lines (each step's
 wall time, from the trainer's callbacks).
 
     python bench/dpo_trl.py MODEL_DIR RECORDS.jsonl PAIRS_A_STEP T STEPS THREADS [fp32|bf16]
-                            [dpo|orpo|simpo]
+                            [dpo|orpo|simpo|kto]
 """
 import copy
 import sys
@@ -53,6 +54,13 @@ def main():
     if loss == "dpo":
         args = DPOConfig(precompute_ref_log_probs=True, **common)
         trainer = DPOTrainer(model=model, ref_model=copy.deepcopy(model), args=args,
+                             train_dataset=ds, processing_class=tok, callbacks=[clock])
+    elif loss == "kto":
+        from trl import KTOConfig, KTOTrainer
+        common["per_device_train_batch_size"] = 2 * int(pairs)
+        args = KTOConfig(precompute_ref_log_probs=True, train_sampling_strategy="sequential",
+                         **common)
+        trainer = KTOTrainer(model=model, ref_model=copy.deepcopy(model), args=args,
                              train_dataset=ds, processing_class=tok, callbacks=[clock])
     elif loss == "orpo":
         from trl.experimental.orpo import ORPOConfig, ORPOTrainer

@@ -462,6 +462,24 @@ cmp -s "$tmp/v_one.txt" "$tmp/v_data.txt" && [ "$(grep -c '^step' "$tmp/v_one.tx
 cmp -s "$tmp/v_one/checkpoint.safetensors" "$tmp/v_data/checkpoint.safetensors" ||
     fail "nnt-train -np 2 regression --distribute data: the checkpoint differs"
 echo "nnt-train -np 2 regression: one process's losses and checkpoint with the data distributed"
+# KTO (tests/fixtures/kto_tiny: unpaired rows carrying their labels; KL rows built from each
+# run of B rows, a forward of them each micro-batch): one process's losses and checkpoint
+kfx="$top_srcdir/tests/fixtures/kto_tiny"
+kto="--load-hf $kfx/llama --data $kfx/train.bin --val-data $kfx/val.bin --seq 96 --batch 4
+    --steps 3 --val-every 3 --val-batches 2 --dpo-beta 0.3 --dpo-loss kto
+    --desirable-weight 1.3 --undesirable-weight 0.7 --print-loss --sample 0 --lr 0.01"
+# shellcheck disable=SC2086
+$TIMEOUT "$train_prog" $kto --out "$tmp/k_one" > "$tmp/k_one.txt" 2> "$tmp/k_one.err" ||
+    { fail "nnt-train KTO, one process: exit status $?"; tail -n 3 "$tmp/k_one.err"; }
+# shellcheck disable=SC2086
+$TIMEOUT $MPIRUN "$train_prog" $kto --distribute data --out "$tmp/k_data" > "$tmp/k_data.txt" \
+    2> "$tmp/k_data.err" ||
+    { fail "nnt-train -np 2 KTO --distribute data: exit status $?"; tail -n 3 "$tmp/k_data.err"; }
+cmp -s "$tmp/k_one.txt" "$tmp/k_data.txt" && [ "$(grep -c '^step' "$tmp/k_one.txt")" -eq 3 ] ||
+    fail "nnt-train -np 2 KTO --distribute data: other losses than one process"
+cmp -s "$tmp/k_one/checkpoint.safetensors" "$tmp/k_data/checkpoint.safetensors" ||
+    fail "nnt-train -np 2 KTO --distribute data: the checkpoint differs"
+echo "nnt-train -np 2 KTO: one process's losses and checkpoint with the data distributed"
 # mixture of experts: each rank reads the routing (a collective host read) and submits the
 # same experts' tasks, sized by their tokens; nnt-train's moe-tiny (Qwen3-MoE's layout, the
 # load-balancing loss on): one process's losses and checkpoint; Qwen2-MoE (shared experts,

@@ -118,6 +118,12 @@ static void close_run(run *r)
     nnt_layer_destroy(r->model);
 }
 
+/* the larger of two errors, NaN when either is (fmax would drop it) */
+static double worse(double a, double b)
+{
+    return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+}
+
 /* The run's 3 steps' losses (and kl: the mean of each step's micro-batches'), its parameters
  * after them and its held-out loss against the fixture's keys under prefix. */
 static void expect_run(nnt_st_reader *r, const char *prefix, const char *what, const run *x,
@@ -137,9 +143,9 @@ static void expect_run(nnt_st_reader *r, const char *prefix, const char *what, c
         double want_kl = 0;
         for (int64_t k = 0; k < accum; k++)
             want_kl += kl[s * accum + k] / (double)accum;
-        el = fmax(el, fabs(rl->loss[s + 1] - losses[s]));
-        ek = fmax(ek, fabs(rl->kl[s + 1] - want_kl) / fmax(1.0, want_kl));
-        em = fmax(em, fabs(rl->margin[s + 1] - margins[s]) / fmax(1.0, fabs(margins[s])));
+        el = worse(el, fabs(rl->loss[s + 1] - losses[s]));
+        ek = worse(ek, fabs(rl->kl[s + 1] - want_kl) / fmax(1.0, want_kl));
+        em = worse(em, fabs(rl->margin[s + 1] - margins[s]) / fmax(1.0, fabs(margins[s])));
     }
     snprintf(name, sizeof name, "%sfinal", prefix);
     double ep = fixture_worst_against(x->model, r, name, 1, worst, sizeof worst);
