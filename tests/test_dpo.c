@@ -461,21 +461,6 @@ START_TEST(test_weights)
 END_TEST
 
 /* A line's ids after its key ("chosen 1 2 3"), into ids (at most cap); their number. */
-static size_t parse_ids(const char *line, const char *key, int32_t *ids, size_t cap)
-{
-    size_t k = strlen(key), n = 0;
-    ck_assert_msg(strncmp(line, key, k) == 0 && line[k] == ' ', "expected \"%s ...\": %s", key,
-                  line);
-    char *end = NULL;
-    for (const char *at = line + k; n < cap; at = end) {
-        long v = strtol(at, &end, 10);
-        if (end == at)
-            break;
-        ids[n++] = (int32_t)v;
-    }
-    return n;
-}
-
 /* Preference records (explicit and implicit prompts, text and conversations) encoded as
  * TRL's DPOTrainer tokenizes them (tests/gen_dpo_tok_fixtures.py): the chosen and rejected
  * sequences, and the completions counted from the prompt's end on. _i: chatml, llama3. */
@@ -504,7 +489,7 @@ START_TEST(test_encode_preference)
         ck_assert(fgets(line, sizeof line, exp) && sscanf(line, "prompt %zu", &np) == 1);
         for (int side = 0; side < 2; side++) {
             ck_assert(fgets(line, sizeof line, exp) != NULL);
-            nw[side] = parse_ids(line, side ? "rejected" : "chosen", want[side], 4096);
+            nw[side] = fixture_parse_ids(line, side ? "rejected" : "chosen", want[side], 4096);
         }
         const int32_t *ids[2];
         const uint8_t *counts[2];

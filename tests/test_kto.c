@@ -78,7 +78,15 @@ typedef struct run_opts {
     int loss, shuffle, update_in_backward;
     const char *checkpoint, *resume;
     int still;   /* 1: lr 0 (the policy stays the reference) */
+    double desirable_weight, undesirable_weight;
 } run_opts;
+
+/* The fixture's KTO run: B 4, gradients kept after the step, weights 1.3 and 0.7 */
+static run_opts fixture_opts(void)
+{
+    run_opts ro = {4, 1, NNT_DPO_KTO, 0, 0, NULL, NULL, 0, 1.3, 0.7};
+    return ro;
+}
 
 /* The fixture's model and optimizer (AdamW lr 1e-2, weight decay 0.1 on matrices) and a
  * trainer of the fixture's options on its training and held-out rows. */
@@ -99,7 +107,7 @@ static run open_run(const nnt_tiling *tl, const run_opts *ro, run_log *rl)
     to.batch = ro->batch, to.seq = T, to.accum = ro->accum, to.steps = STEPS, to.seed = 5;
     to.shuffle = ro->shuffle;
     to.dpo_beta = 0.3, to.dpo_loss = ro->loss;
-    to.desirable_weight = 1.3, to.undesirable_weight = 0.7;
+    to.desirable_weight = ro->desirable_weight, to.undesirable_weight = ro->undesirable_weight;
     to.val_data = r.val, to.val_start = 0, to.val_len = VAL_ROWS * T;
     to.val_batches = VAL_ROWS / ro->batch;
     to.update_in_backward = ro->update_in_backward;
@@ -166,7 +174,7 @@ START_TEST(test_kto)
     nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
     run_log rl;
     memset(&rl, 0, sizeof rl);
-    run_opts ro = {4, 1, NNT_DPO_KTO, 0, 0, NULL, NULL, 0};   /* gradients kept */
+    run_opts ro = fixture_opts();
     run x = open_run(&TILINGS[_i], &ro, &rl);
     EXPECT_OK(nnt_trainer_step(x.tr));
     char worst[256] = "", what[32];
@@ -193,8 +201,9 @@ START_TEST(test_accum_apo)
     nnt_st_reader *r = fixture_open_st_path(path_of("reference.safetensors"));
     run_log rl;
     memset(&rl, 0, sizeof rl);
-    run_opts ro = {_i ? 4 : 2, _i ? 1 : 2, _i ? NNT_DPO_APO_ZERO_UNPAIRED : NNT_DPO_KTO, 0, -1,
-                   NULL, NULL, 0};
+    run_opts ro = fixture_opts();
+    ro.batch = _i ? 4 : 2, ro.accum = _i ? 1 : 2, ro.update_in_backward = -1;
+    ro.loss = _i ? NNT_DPO_APO_ZERO_UNPAIRED : NNT_DPO_KTO;
     run x = open_run(&TILINGS[_i ? 2 : 1], &ro, &rl);
     EXPECT_OK(nnt_trainer_run(x.tr, 0));
     expect_run(r, _i ? "apo." : "accum.", _i ? "apo_zero_unpaired" : "B 2 accum 2", &x, &rl,
@@ -214,7 +223,8 @@ START_TEST(test_resume)
     run_log whole, first, second;
     memset(&whole, 0, sizeof whole), memset(&first, 0, sizeof first);
     memset(&second, 0, sizeof second);
-    run_opts ro = {4, 1, NNT_DPO_KTO, 0, -1, NULL, NULL, 0};
+    run_opts ro = fixture_opts();
+    ro.update_in_backward = -1;
     run x = open_run(&TILINGS[0], &ro, &whole);
     EXPECT_OK(nnt_trainer_run(x.tr, 0));
     close_run(&x);
@@ -245,7 +255,8 @@ START_TEST(test_shuffle)
 {
     run_log rl;
     memset(&rl, 0, sizeof rl);
-    run_opts ro = {4, 1, NNT_DPO_KTO, 1, -1, NULL, NULL, 1};
+    run_opts ro = fixture_opts();
+    ro.shuffle = 1, ro.update_in_backward = -1, ro.still = 1;
     run x = open_run(&TILINGS[1], &ro, &rl);
     EXPECT_OK(nnt_trainer_run(x.tr, 0));
     /* rows 0-3 T F T T, 4-7 F T T F, 8-11 T F T F (train.jsonl): each term w / 2 */
@@ -268,14 +279,9 @@ START_TEST(test_kl_clamped)
 {
     run_log rl;
     memset(&rl, 0, sizeof rl);
-    run_opts ro = {4, 1, NNT_DPO_KTO, 0, -1, NULL, NULL, 0};
+    run_opts ro = fixture_opts();
+    ro.update_in_backward = -1, ro.desirable_weight = 0.0, ro.undesirable_weight = 1.0;
     run x = open_run(&TILINGS[0], &ro, &rl);
-    nnt_trainer_destroy(x.tr);
-    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
-    to.batch = 4, to.seq = T, to.steps = STEPS, to.dpo_beta = 0.3, to.dpo_loss = NNT_DPO_KTO;
-    to.desirable_weight = 0.0, to.undesirable_weight = 1.0;
-    to.callback = on_report, to.user = &rl;
-    EXPECT_OK(nnt_trainer_create(x.model, x.opt, x.data, &to, &x.tr));
     EXPECT_OK(nnt_trainer_run(x.tr, 0));
     printf("test_kto undesirable only: kl %.3g %.3g %.3g, losses %.6f %.6f %.6f\n", rl.kl[1],
            rl.kl[2], rl.kl[3], rl.loss[1], rl.loss[2], rl.loss[3]);
@@ -330,20 +336,6 @@ START_TEST(test_row_loss)
 }
 END_TEST
 
-static size_t parse_ids(const char *line, int32_t *ids, size_t cap)
-{
-    size_t n = 0;
-    ck_assert_msg(strncmp(line, "ids ", 4) == 0, "expected \"ids ...\": %s", line);
-    char *end = NULL;
-    for (const char *at = line + 3; n < cap; at = end) {
-        long v = strtol(at, &end, 10);
-        if (end == at)
-            break;
-        ids[n++] = (int32_t)v;
-    }
-    return n;
-}
-
 /* Unpaired records of text (eos added to a completion without it; a prompt ending inside a
  * word, whose completion starts where the tokenizations first differ) encoded as KTOTrainer
  * tokenizes them (text.expected), with their labels; refusals */
@@ -370,7 +362,7 @@ START_TEST(test_encode_unpaired)
         size_t np = 0;
         ck_assert(fgets(line, sizeof line, exp) && sscanf(line, "prompt %zu", &np) == 1);
         ck_assert(fgets(line, sizeof line, exp) != NULL);
-        size_t nw = parse_ids(line, want, 512), n = 0;
+        size_t nw = fixture_parse_ids(line, "ids", want, 512), n = 0;
         const int32_t *ids;
         const uint8_t *counts;
         int good = -1;
