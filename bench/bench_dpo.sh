@@ -88,5 +88,5 @@ for r in $(seq 1 "$rounds"); do
     init=$(awk '/^init_s/ { print $2 }' "$out/trl")
     train=$(awk '/^init_s/ { print $4 }' "$out/trl")
     tl=$(awk '/^step/ { printf "%.6f ", $6 }' "$out/trl")
-    echo "round $r TRL: $tms ms/step after the first, the trainer's creation $init s (tokenization, the reference pass of DPO) + train() $train s, losses $tl"
+    echo "round $r TRL: $tms ms/step after the first, the trainer's creation $init s (tokenization, the reference pass) + train() $train s, losses $tl"
 done
