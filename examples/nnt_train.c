@@ -670,8 +670,7 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     int64_t labels = run_labels(t);
     int problem = labels > 0 ? run_problem(t) : NNT_PROBLEM_DEFAULT;
     /* (a pair: two examples, rows) */
-    int unpaired = o->loop.dpo_beta > 0 && (o->loop.dpo_loss == NNT_DPO_KTO ||
-                                            o->loop.dpo_loss == NNT_DPO_APO_ZERO_UNPAIRED);
+    int unpaired = o->loop.dpo_beta > 0 && train_loss_unpaired(o);
     int pairs = !unpaired &&
                 (o->loop.dpo_beta > 0 || (labels == 1 && problem == NNT_PROBLEM_DEFAULT));
     const char *json = o->run.tokenizer_json ? o->run.tokenizer_json : o->load_hf;

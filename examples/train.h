@@ -84,6 +84,8 @@ int train_opts_parse(int argc, char **argv, train_opts *o);
 int train_opts_resolve(train_opts *o);
 /* Whether the command line asks for LoRA adapters (--lora-*). */
 int train_lora_asked(const train_opts *o);
+/* Whether --dpo-loss is one of unpaired rows (kto, apo_zero_unpaired). */
+int train_loss_unpaired(const train_opts *o);
 /* Whether the command line gave option name (without "--"). */
 int train_opts_given(const train_opts *o, const char *name);
 /* --resume: each option that checkpoints record (the table's RES entries: members of the

@@ -423,6 +423,11 @@ int train_lora_asked(const train_opts *o)
     return o->lora_rank > 0 || o->lora_alpha >= 0 || o->lora_dropout >= 0 || o->lora_targets;
 }
 
+int train_loss_unpaired(const train_opts *o)
+{
+    return o->loop.dpo_loss == NNT_DPO_KTO || o->loop.dpo_loss == NNT_DPO_APO_ZERO_UNPAIRED;
+}
+
 /* path names prompt/answer records (FILE.jsonl) */
 static int jsonl_path(const char *path)
 {
@@ -486,7 +491,7 @@ static int check_combinations(const train_opts *o)
     if (train_opts_given(o, "cpo-alpha") && o->loop.dpo_loss != NNT_DPO_CPO &&
         o->loop.dpo_loss != NNT_DPO_SIMPO)
         return train_usage_error("--cpo-alpha goes with --dpo-loss cpo or simpo");
-    int unpaired = o->loop.dpo_loss == NNT_DPO_KTO || o->loop.dpo_loss == NNT_DPO_APO_ZERO_UNPAIRED;
+    int unpaired = train_loss_unpaired(o);
     if ((train_opts_given(o, "desirable-weight") || train_opts_given(o, "undesirable-weight")) &&
         !unpaired)
         return train_usage_error("--desirable-weight and --undesirable-weight go with --dpo-loss "

@@ -389,7 +389,7 @@ generate_samples_first_only|examples/nnt_generate.c|s@    for (size_t r = 0; r <
 dpo_rejected_sign|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch,@            double w = -dpi[0] / (double)d->per_batch,@|DPO: the rejected sequence pulled up like the chosen one
 dpo_softplus_sign|lib/train/dpo.c|s@    return nnt_softplus(-z);@    return nnt_softplus(z);@|DPO: the loss of z instead of -z
 dpo_pairs_divisor|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch,@            double w = -dpi[side],@|DPO: the gradient summed over a micro-batch pairs, not their mean
-dpo_target_mask_offset|lib/train/dpo.c|s@        counts\[t\] = t + 1 < T \&\& d->mask\[t + 1\];@        counts[t] = t + 1 < T \&\& d->mask[t];@|DPO: the targets counted by the mask of their input, one off
+dpo_target_mask_offset|lib/train/dpo.c|s@        counts\[t\] = t + 1 < T \&\& mask\[t + 1\];@        counts[t] = t + 1 < T \&\& mask[t];@|DPO: the targets counted by the mask of their input, one off
 dpo_tie_correct|lib/train/dpo.c|s@        s->correct += chosen > rejected;@        s->correct += chosen >= rejected;@|DPO: a tie counted as a correct pair
 dpo_val_ref_offset|lib/train/dpo.c|s@    const double \*val_ref = d->ref + 2 \* d->npairs;@    const double *val_ref = d->ref;@|DPO: held-out pairs against the training pairs references
 dpo_resume_recompute|lib/train/dpo.c|s@    d->ref_ready = 1;   /\* the recorded reference, not recomputed \*/@    d->ref_ready = 0;@|DPO: a resumed run recomputes the reference from its trained weights
@@ -451,7 +451,7 @@ kto_kl_unclamped|lib/train/dpo.c|s@        kl = kl / (double)B > 0.0 ? kl / (dou
 kto_weights_swapped|lib/train/dpo.c|s@    double beta = o->dpo_beta, w = desirable ? o->desirable_weight : o->undesirable_weight;@    double beta = o->dpo_beta, w = desirable ? o->undesirable_weight : o->desirable_weight;@|KTO: the desirable rows weighed by undesirable_weight and the other way round
 kto_kl_added|lib/train/dpo.c|s@    double z = o->dpo_loss == NNT_DPO_KTO ? sign \* beta \* (lr - kl) : sign \* beta \* lr;@    double z = o->dpo_loss == NNT_DPO_KTO ? sign * beta * (lr + kl) : sign * beta * lr;@|KTO: kl added to the log ratio, not subtracted
 kto_kl_first_target|lib/train/dpo.c|s@        counts\[t\] = t + 1 >= prompt \&\& t + 1 < n;@        counts[t] = t >= prompt \&\& t + 1 < n;@|KTO: a KL row first completion token not counted
-kto_rows_shuffled_apart|lib/train/dpo.c|s@        return shuffle ? nnt_shuffled_row(tr->o.seed, npairs / B, i / B) \* B + i % B@        return shuffle ? nnt_shuffled_row(tr->o.seed, npairs, i)@|KTO shuffled: rows shuffled one by one, their runs (and KL rows) broken
+kto_rows_shuffled_apart|lib/train/dpo.c|s@    return tr->dpo->unpaired ? nnt_shuffled_row(tr->o.seed, npairs / B, i / B) \* B + i % B@    return tr->dpo->unpaired ? nnt_shuffled_row(tr->o.seed, npairs, i)@|KTO shuffled: rows shuffled one by one, their runs (and KL rows) broken
 kto_val_labels_training|lib/train/dpo.c|s@        const uint8_t \*labels = d->desirable + (held_out ? d->npairs : 0);@        const uint8_t *labels = d->desirable;@|KTO: held-out rows given the training rows labels
 kto_margin_one_kind|lib/train/dpo.c|s@    if (count\[0\] \&\& count\[1\])@    if (count[1])@|KTO: the reward margin of micro-batches of desirable rows alone counted
 kto_ref_kl_zero|lib/train/dpo.c|s@                out\[2 \* d->pairs\[b\] + 1\] = d->with_kl ? d->kl_logp\[b\] : 0.0;@                out[2 * d->pairs[b] + 1] = 0.0;@|KTO: the KL rows reference log-likelihoods left 0

@@ -83,7 +83,6 @@ struct nnt_dpo {
     int32_t *inputs, *targets;     /* (B T)                                                 */
     int32_t *row;                  /* (T) one row's ids                                     */
     uint64_t unshared;             /* reference pass: pairs whose rows start differently    */
-    uint8_t *mask;                 /* (T) its mask                                          */
     uint64_t *pairs;               /* (B / 2) a micro-batch's pairs                         */
     double *logp;                  /* (B) its rows' log-likelihoods                         */
     int64_t *counted;              /* (B) its rows' counted targets                          */
@@ -166,7 +165,7 @@ void nnt_dpo_free(nnt_trainer *tr)
     if (!d)
         return;
     free(d->ref), free(d->losses), free(d->weights), free(d->inputs), free(d->targets);
-    free(d->row), free(d->mask), free(d->pairs), free(d->logp), free((void *)d->pair_ref);
+    free(d->row), free(d->pairs), free(d->logp), free((void *)d->pair_ref);
     free(d->counted), free(d->scores), free(d->counts), free(d->nll), free(d->nll_n);
     free(d->desirable), free(d->row_desirable), free(d->masks), free(d->kl_inputs);
     free(d->kl_targets), free(d->kl_counts), free(d->kl_logp);
@@ -318,10 +317,9 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->inputs = malloc(bt * sizeof *d->inputs);
     d->targets = malloc(bt * sizeof *d->targets);
     d->row = malloc((size_t)T * sizeof *d->row);
-    d->mask = malloc((size_t)T);
     d->pairs = malloc((size_t)d->per_batch * sizeof *d->pairs);
     d->logp = malloc((size_t)B * sizeof *d->logp);
-    d->pair_ref = malloc((size_t)B * sizeof *d->pair_ref);
+    d->pair_ref = malloc((size_t)d->per_batch * sizeof *d->pair_ref);
     d->counted = malloc((size_t)B * sizeof *d->counted);
     d->scores = malloc((size_t)B * sizeof *d->scores);
     d->counts = malloc(bt);
@@ -334,7 +332,7 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->kl_counts = malloc(bt);
     d->kl_logp = malloc((size_t)B * sizeof *d->kl_logp);
     if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
-        !d->mask || !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores ||
+        !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores ||
         !d->counts || !d->nll || !d->nll_n || !d->row_desirable || !d->masks ||
         !d->kl_inputs || !d->kl_targets || !d->kl_counts || !d->kl_logp)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
@@ -360,17 +358,17 @@ static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, i
     nnt_dpo *d = tr->dpo;
     int64_t T = tr->o.seq;
     NNT_TRY(nnt_data_read(data, first + r * T, d->row, T));
-    NNT_TRY(nnt_data_read_mask(data, first + r * T, d->mask, T));
+    uint8_t *mask = d->masks + b * T;   /* (kept: unpaired rows' KL rows read it) */
+    NNT_TRY(nnt_data_read_mask(data, first + r * T, mask, T));
     int32_t *in = d->inputs + b * T, *tg = d->targets + b * T;
     if (b % 2 && !d->ref_ready && !d->unpaired)   /* reference pass, a rejected row: the
                                                      prompt starts both */
         d->unshared += d->row[0] != in[-T];
     memcpy(in, d->row, (size_t)T * sizeof *in);
-    memcpy(d->masks + b * T, d->mask, (size_t)T);
     uint8_t *counts = d->counts + b * T;
     int64_t last = -1;   /* the last counted target */
     for (int64_t t = 0; t < T; t++) {
-        counts[t] = t + 1 < T && d->mask[t + 1];
+        counts[t] = t + 1 < T && mask[t + 1];
         last = counts[t] ? t : last;
     }
     int whole = b % 2 == 0 && d->ref_free && tr->o.dpo_loss == NNT_DPO_ORPO;
@@ -385,10 +383,10 @@ static int load_row(nnt_trainer *tr, nnt_data *data, int64_t first, int64_t r, i
 static uint64_t pair_at(const nnt_trainer *tr, uint64_t npairs, uint64_t i, int shuffle)
 {
     uint64_t B = (uint64_t)tr->o.batch;
-    if (tr->dpo->unpaired)
-        return shuffle ? nnt_shuffled_row(tr->o.seed, npairs / B, i / B) * B + i % B
-                       : i % npairs;
-    return shuffle ? nnt_shuffled_row(tr->o.seed, npairs, i) : i % npairs;
+    if (!shuffle)
+        return i % npairs;
+    return tr->dpo->unpaired ? nnt_shuffled_row(tr->o.seed, npairs / B, i / B) * B + i % B
+                             : nnt_shuffled_row(tr->o.seed, npairs, i);
 }
 
 /* The rows' tokens and targets (inputs, targets: B T) into the trainer's tensors. */
@@ -661,8 +659,7 @@ static void unpaired_terms(nnt_trainer *tr, const double *logp, const double *co
 static void terms(nnt_trainer *tr, const double *ref, dpo_sums *s, float *weights)
 {
     nnt_dpo *d = tr->dpo;
-    int64_t n = d->unpaired ? tr->o.batch : d->per_batch;
-    for (int64_t j = 0; j < n; j++)
+    for (int64_t j = 0; j < d->per_batch; j++)   /* (unpaired: B rows) */
         d->pair_ref[j] = ref + 2 * d->pairs[j];
     if (d->unpaired)
         unpaired_terms(tr, d->logp, d->pair_ref, s, weights);
