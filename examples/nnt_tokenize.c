@@ -95,7 +95,9 @@ static const cli_option table[] = {
     OPT_FLAG("unpaired", unpaired, 0, "the INPUTs are JSON Lines of unpaired preference\n"
              "records {\"prompt\", \"completion\", \"label\": true|false},\nTRL's KTO form: "
              "each record in a row, its label the\nrow's value, for nnt-train --dpo-loss kto "
-             "(implies\n--jsonl; not with --pack)"),
+             "(implies\n--jsonl; not with --pack); or of preference records\n(as --preference), "
+             "read unpaired as KTOTrainer does:\neach 1000 records' chosen rows (desirable), "
+             "then\ntheir rejected ones"),
     OPT_INT("num-labels", num_labels, 1, 1 << 20, NULL, 0, "N", "the INPUTs are JSON Lines of "
             "classification records\n{\"text\", \"label\"} (labels 0 .. N - 1): each text "
             "then its\nlabel, the one target that counts, for nnt-train\n--num-labels N "
@@ -247,8 +249,9 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
                 o->preference ? "sequences of pairs" : "examples", (long long)st.cut,
                 (long long)st.rows, (long long)o->seq, (long long)st.counted);
         if (o->unpaired)
-            fprintf(stderr, "; %lld desirable, %lld undesirable", (long long)st.desirable,
-                    (long long)(st.examples - st.desirable));
+            fprintf(stderr, "; %lld desirable, %lld undesirable%s", (long long)st.desirable,
+                    (long long)(st.examples - st.desirable),
+                    st.paired ? " (preference pairs read unpaired, as KTOTrainer does)" : "");
         for (int64_t k = 0; k < o->num_labels && k < 16; k++)   /* (the first 16) */
             fprintf(stderr, "%s%lld: %lld", k ? ", " : o->problem ? "; examples whose value "
                     "is above 0.5, of label " : "; examples of label ", (long long)k,

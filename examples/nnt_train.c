@@ -723,9 +723,11 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     /* a classifier's: the examples of each label (the first 8); multi-label: those above 0.5
      * for each label; none for a regression */
     char counts[256] = "";
-    if (unpaired)
-        snprintf(counts, sizeof counts, " (%lld desirable, %lld undesirable)",
-                 (long long)st.desirable, (long long)(st.examples - st.desirable));
+    if (unpaired)   /* (paired records: two rows each, as KTOTrainer unpairs them) */
+        snprintf(counts, sizeof counts, st.paired ? ", unpaired as KTOTrainer does (%lld "
+                 "chosen rows desirable, %lld rejected undesirable)" : " (%lld desirable, "
+                 "%lld undesirable)", (long long)st.desirable,
+                 (long long)(st.examples - st.desirable));
     int64_t shown = problem == NNT_PROBLEM_REGRESSION ? 0 : jo.num_labels;
     for (int64_t k = 0, at = 0; k < shown && k < 8 && at < (int64_t)sizeof counts; k++)
         at += snprintf(counts + at, sizeof counts - (size_t)at, "%s%lld: %lld%s",
@@ -735,11 +737,17 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     free(st.label_counts);
     snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
              "%s%s (%lld %scut to T %lld) in %lld rows, %lld tokens count in the loss, "
-             "written to %s\n", *path, (long long)(pairs ? st.examples / 2 : st.examples),
-             pairs ? "preference pairs" : unpaired ? "unpaired preference records" : "examples",
+             "written to %s\n", *path, (long long)(pairs ? st.examples / 2 : st.paired ?
+                                                  st.paired : st.examples),
+             pairs || st.paired ? "preference pairs" : unpaired ? "unpaired preference records"
+                                                     : "examples",
              counts, (long long)st.cut,
              pairs ? "sequences " : "",
              (long long)o->loop.seq, (long long)st.rows, (long long)st.counted, out);
+    if (st.paired && which == 0 && o->run.val_split > 0)   /* (the last chunk: rejected) */
+        fprintf(stderr, "nnt-train: warning: --val-split holds out the last rows of %s, "
+                "which of preference records read unpaired are rejected (undesirable) ones; "
+                "give --val-data of records held out for a validation of both kinds\n", out);
     t->jsonl_bin[which] = out;
     *path = out;
     return 0;

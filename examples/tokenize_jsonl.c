@@ -99,14 +99,92 @@ static int labelled_row(const char *where, nnt_sft *s, const char *record, size_
     return 0;
 }
 
+/* Paired records read for KTO (nnt_sft_encode_unpaired_rows): TRL's unpair_preference_dataset
+ * maps the dataset in batches of 1000 records, each batch's chosen rows then its rejected
+ * ones; the chosen rows are written as read, the rejected ones held here until the chunk
+ * ends. form: 0 before the first record, 1 unpaired records, 2 paired ones. */
+enum { UNPAIR_CHUNK = 1000 };
+typedef struct unpair_chunk {
+    int form;
+    char first[4200];          /* where the first record is (FILE:LINE)              */
+    int64_t records;           /* in the chunk                                        */
+    int32_t *ids[UNPAIR_CHUNK];  /* the chunk's rejected rows, held                   */
+    uint8_t *counts[UNPAIR_CHUNK];
+    size_t n[UNPAIR_CHUNK];
+    char *where[UNPAIR_CHUNK];
+} unpair_chunk;
+
+/* The chunk's rejected rows into the writer (label 0; none when w is NULL), the chunk
+ * emptied. */
+static int unpair_flush(unpair_chunk *c, nnt_token_writer *w, int64_t T, jsonl_stats *st)
+{
+    const float undesirable = 0.0f;
+    int rc = 0;
+    for (int64_t k = 0; k < c->records; k++) {
+        if (rc == 0 && w)
+            rc = write_one(c->where[k], w, T, c->ids[k], c->counts[k], c->n[k], &undesirable, st);
+        free(c->ids[k]), free(c->counts[k]), free(c->where[k]);
+    }
+    c->records = 0;
+    return rc;
+}
+
+/* A paired record's rejected row held in the chunk (copied). */
+static int unpair_hold(unpair_chunk *c, const char *where, const int32_t *ids,
+                       const uint8_t *counts, size_t n)
+{
+    int64_t k = c->records;
+    c->ids[k] = malloc((n ? n : 1) * sizeof *ids);
+    c->counts[k] = malloc(n ? n : 1);
+    c->where[k] = strdup(where);
+    c->n[k] = n;
+    c->records++;
+    if (!c->ids[k] || !c->counts[k] || !c->where[k]) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    memcpy(c->ids[k], ids, n * sizeof *ids);
+    memcpy(c->counts[k], counts, n);
+    return 0;
+}
+
+/* An unpaired or paired record read for KTO: its rows into ids/counts/n (*rows of them,
+ * labels into good), the paired ones' rejected row held in c; a record of the other form
+ * than the first is refused. */
+static int unpaired_record(const char *where, nnt_sft *s, const char *record, size_t len,
+                           unpair_chunk *c, const int32_t *ids[2], const uint8_t *counts[2],
+                           size_t n[2], int good[2], int *rows)
+{
+    int e = nnt_sft_encode_unpaired_rows(s, record, len, ids, counts, n, good, rows);
+    if (e)
+        return fail_lib(where, e);
+    if (c->form == 0) {
+        c->form = *rows;
+        snprintf(c->first, sizeof c->first, "%s", where);
+    }
+    if (c->form != *rows) {
+        const char *first = c->form == 2 ? "paired" : "unpaired";
+        fprintf(stderr, "%s: %s: %s preference record among %s ones (the first, %s, is %s): "
+                "give records of one form\n", prog, where,
+                *rows == 2 ? "a paired" : "an unpaired", first, c->first, first);
+        return 1;
+    }
+    if (*rows == 2) {   /* the rejected row waits for the chunk's end */
+        if (unpair_hold(c, where, ids[1], counts[1], n[1]))
+            return 1;
+        *rows = 1;
+    }
+    return 0;
+}
+
 /* The records of one file into the writer (preference: a record's chosen and rejected
  * sequences, each its row; num_labels: a record's text and label); counts into *st. */
 static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jsonl_opts *o,
-                    jsonl_stats *st)
+                    unpair_chunk *chunk, jsonl_stats *st)
 {
     int64_t T = o->seq;
     int preference = o->preference;
-    float label = 0.0f;   /* an unpaired record's (its row's value) */
+    float label[2] = {0.0f, 0.0f};   /* an unpaired record's rows' (their rows' values) */
     int32_t *row = NULL;
     uint8_t *row_counts = NULL;
     size_t row_cap = 0;
@@ -144,23 +222,29 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
                                    &row_counts, &row_cap, &n[0], values, st)) != 0)
                 break;
             ids[0] = row, counts[0] = row_counts;
+        } else if (o->unpaired) {
+            int good[2] = {0, 0}, rows = 0;
+            if ((rc = unpaired_record(where, s, line + bom, (size_t)(len - bom), chunk, ids,
+                                      counts, n, good, &rows)) != 0)
+                break;
+            label[0] = (float)good[0];
+            st->desirable += good[0];
+            st->paired += chunk->form == 2;
         } else {
-            int good = 0, e = preference ?
+            int e = preference ?
                 nnt_sft_encode_preference(s, line + bom, (size_t)(len - bom), ids, counts, n)
-                : o->unpaired ? nnt_sft_encode_unpaired(s, line + bom, (size_t)(len - bom),
-                                                        &ids[0], &counts[0], &n[0], &good)
                 : nnt_sft_encode(s, line + bom, (size_t)(len - bom), &ids[0], &counts[0],
                                  &n[0]);
             if (e) {
                 rc = fail_lib(where, e);
                 break;
             }
-            label = (float)good;
-            st->desirable += good;
         }
         for (int k = 0; rc == 0 && k < 1 + preference; k++)
-            rc = write_one(where, w, T, ids[k], counts[k], n[k], o->unpaired ? &label : values,
+            rc = write_one(where, w, T, ids[k], counts[k], n[k], o->unpaired ? label : values,
                            st);
+        if (rc == 0 && chunk->records == UNPAIR_CHUNK)
+            rc = unpair_flush(chunk, w, T, st);
     }
     if (rc == 0 && ferror(f)) {
         fprintf(stderr, "%s: %s: cannot read: %s\n", prog, path, strerror(errno));
@@ -212,8 +296,18 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
         nnt_sft_destroy(s);
         return fail_lib("nnt_token_writer_open", rc);
     }
+    unpair_chunk *chunk = calloc(1, sizeof *chunk);   /* (the inputs make one dataset) */
+    if (!chunk) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        rc = 1;
+    }
     for (int i = 0; rc == 0 && i < ninputs; i++)
-        rc = one_file(inputs[i], s, w, o, st);
+        rc = one_file(inputs[i], s, w, o, chunk, st);
+    if (chunk) {
+        int flushed = unpair_flush(chunk, rc ? NULL : w, o->seq, st);   /* (frees them) */
+        rc = rc ? rc : flushed;
+    }
+    free(chunk);
     nnt_sft_destroy(s);
     int64_t n = 0;
     nnt_token_writer_count(w, &n);

@@ -30,7 +30,10 @@ typedef struct jsonl_opts {
                                          (nnt_sft_encode_valued)                            */
     int unpaired;                     /* 1: unpaired preference records (KTO): one a row,
                                          its label (1 desirable, 0 undesirable) the row's
-                                         value (nnt_sft_encode_unpaired)                    */
+                                         value; or paired ones (all of the first's form),
+                                         two rows each, as KTOTrainer unpairs them: per
+                                         chunk of 1000 records, their chosen rows then
+                                         their rejected ones (nnt_sft_encode_unpaired_rows) */
 } jsonl_opts;
 
 typedef struct jsonl_stats {
@@ -39,7 +42,8 @@ typedef struct jsonl_stats {
                                          on values: of each value above 0.5)               */
     int64_t empty;                    /* examples of which no token counts once cut to T */
     int32_t pad;                      /* the id rows are padded with (nnt_sft_pad_id)     */
-    int64_t desirable;                /* unpaired records: those labelled true            */
+    int64_t desirable;                /* unpaired records: the rows labelled true         */
+    int64_t paired;                   /* unpaired: the paired records read as two rows    */
 } jsonl_stats;
 
 /* 0, or 1 after a message on stderr naming the file and line; the caller frees

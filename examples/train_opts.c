@@ -179,7 +179,8 @@ static const cli_option table[] = {
                "without a reference model (TRL's\nCPOTrainer loss_type sigmoid and simpo, "
                "its\nORPOTrainer, beta its lambda); kto|apo_zero_unpaired:\nTRL's KTOTrainer "
                "on unpaired records ({\"prompt\",\n\"completion\", \"label\": true|false}; "
-               "nnt-tokenize\n--unpaired), runs of --batch rows"),
+               "nnt-tokenize\n--unpaired; or preference records, unpaired as\n"
+               "KTOTrainer does), runs of --batch rows"),
     OPT_REAL("simpo-gamma", loop.simpo_gamma, 0, 1e6, "0.5", RES, "X",
              "--dpo-loss simpo's target margin (TRL's\nsimpo_gamma; default 0.5)"),
     OPT_REAL("rpo-alpha", loop.rpo_alpha, 0, 1e6, "0", RES, "X",

@@ -1975,6 +1975,19 @@ NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len
 NNT_API int nnt_sft_encode_unpaired(nnt_sft *s, const char *record, size_t len,
                                     const int32_t **ids, const uint8_t **counts, size_t *n,
                                     int *desirable);
+/* The rows TRL's KTOTrainer reads of a record (new in 0.4), paired or not: an unpaired record
+ * (as nnt_sft_encode_unpaired) is one row, *rows 1, in ids[0], counts[0], n[0], its label in
+ * desirable[0]; a preference record (as nnt_sft_encode_preference reads it: an explicit or a
+ * shared prompt) is two, *rows 2, as TRL's unpair_preference_dataset makes them: {"prompt": P,
+ * "completion": C, "label": true} in ids[0] (desirable[0] 1) and {"prompt": P, "completion":
+ * R, "label": false} in ids[1] (desirable[1] 0), each encoded as nnt_sft_encode_unpaired
+ * encodes it (each counts from its own completion: not DPO's shared start). Valid until the
+ * next call. TRL orders a dataset's unpaired rows in chunks of 1000 records: the chunk's
+ * chosen rows, then its rejected ones (nnt-tokenize --unpaired does). Refused as those two
+ * refuse, NNT_E_FORMAT naming it. */
+NNT_API int nnt_sft_encode_unpaired_rows(nnt_sft *s, const char *record, size_t len,
+                                         const int32_t *ids[2], const uint8_t *counts[2],
+                                         size_t n[2], int desirable[2], int *rows);
 /* A classification record (transformers' text classification; new in 0.3): {"text": T,
  * "label": K}, K an integer from 0 (the class's index). *ids get T's ids as tokenizer(text)
  * gives them (with the special tokens the tokenizer's post-processor adds, e.g. Llama 3's

@@ -1618,6 +1618,22 @@ public:
                                       desirable));
         return example{{ids, n}, {counts, n}};
     }
+    /* The rows KTOTrainer reads of a record, paired or not: one (an unpaired record) or two
+     * (a preference record's chosen, desirable, then rejected, undesirable), each with its
+     * label, 1 desirable (nnt_sft_encode_unpaired_rows, new in 0.4). */
+    std::vector<std::pair<example, int>> encode_unpaired_rows(std::string_view record)
+    {
+        const std::int32_t *ids[2] = {nullptr, nullptr};
+        const std::uint8_t *counts[2] = {nullptr, nullptr};
+        std::size_t n[2] = {0, 0};
+        int desirable[2] = {0, 0}, rows = 0;
+        check(nnt_sft_encode_unpaired_rows(get(), record.data(), record.size(), ids, counts, n,
+                                           desirable, &rows));
+        std::vector<std::pair<example, int>> out;
+        for (int k = 0; k < rows; k++)
+            out.emplace_back(example{{ids[k], n[k]}, {counts[k], n[k]}}, desirable[k]);
+        return out;
+    }
     /* A classification record {"text", "label"}: the text's ids (tokenizer(text)), and its
      * label into *label (nnt_sft_encode_labelled). */
     span<const std::int32_t> encode_labelled(std::string_view record, std::int64_t *label)

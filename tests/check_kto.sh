@@ -7,7 +7,9 @@
 # and the held-out loss must equal KTOTrainer's (B 4; B 2 accum 2; APO-zero), the token files
 # nnt-train and nnt-tokenize --unpaired write must be the rows KTOTrainer tokenized, byte for
 # byte; the summary, the step lines (kl, margin), a resumed run's weights; usage errors exit
-# with status 2 and bad records are named.
+# with status 2 and bad records are named. Paired records (TRL's DPO forms), which KTOTrainer
+# unpairs: its losses, its rows and their order (chosen rows of each 1000 records, then their
+# rejected ones).
 set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
 prog="$top_builddir/nnt-train"
@@ -100,19 +102,75 @@ r3=$(sed -n 's/^step 3 loss //p' "$tmp/resumed.out") w3=$(sed -n 's/^step 3 loss
 echo "# resumed step 3: $r3 (the run's $w3)"
 [ -n "$r3" ] && [ "$r3" = "$w3" ] || { echo "FAIL: the resumed step 3 is not the run's"; fail=1; }
 
-# records refused: a paired record, a label that is not true or false (named with its line)
+# paired records (paired_train.jsonl: prompts given; paired_val.jsonl: prompts shared), which
+# KTOTrainer unpairs: the step and held-out losses of its run, the rows byte for byte
+# (paired_train.bin: the 6 chosen rows, then the 6 rejected ones)
+want=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/reference.safetensors" paired.losses \
+    paired.eval_loss)
+# shellcheck disable=SC2086 # the options are words
+"$prog" $common --dpo-loss kto --batch 4 --val-batches 2 --tile-seq 50 --no-save \
+    --data "$fx/paired_train.jsonl" --val-data "$fx/paired_val.jsonl" --out "$tmp/paired" \
+    > "$tmp/paired.out" 2> "$tmp/paired.err" || {
+    echo "FAIL: nnt-train --dpo-loss kto on paired records: exit status $?"; tail -n 5 "$tmp/paired.err"; fail=1; }
+got=$(sed -n 's/^step [0-9]* loss //p' "$tmp/paired.out" | tr '\n' ' ')
+gotval=$(sed -n 's/^val 3 loss //p' "$tmp/paired.out")
+echo "# paired: nnt $got / held out $gotval; TRL $(echo "$want" | tr '\n' ' ')"
+within "$TOL" "$got $gotval" "$(echo "$want" | tr '\n' ' ')" ||
+    { echo "FAIL: KTO on paired records: losses differ from KTOTrainer's by more than $TOL"; fail=1; }
+cmp -s "$tmp/paired/paired_train.tokens.bin" "$fx/paired_train.bin" &&
+    cmp -s "$tmp/paired/paired_val.val-tokens.bin" "$fx/paired_val.bin" ||
+    { echo "FAIL: nnt-train's rows of paired records are not KTOTrainer's"; fail=1; }
+grep -q "^records:   $fx/paired_train.jsonl: 6 preference pairs, unpaired as KTOTrainer does (6 chosen rows desirable, 6 rejected undesirable) (0 cut to T 96) in 12 rows" \
+    "$tmp/paired.out" "$tmp/paired.err" ||
+    { echo "FAIL: nnt-train does not count the paired records"; grep '^records' "$tmp/paired.err"; fail=1; }
+# --val-split on them: held-out rows of the last records' rejected completions alone, said
+"$prog" --load-hf "$fx/llama" --tokenizer-json "$tok" --data "$fx/paired_train.jsonl" \
+    --dpo-beta 0.3 --dpo-loss kto --batch 2 --seq 96 --steps 1 --val-split 0.2 --sample 0 \
+    --no-save --out "$tmp/split" > "$tmp/split.out" 2> "$tmp/split.err" &&
+    grep -q "warning: --val-split holds out the last rows of .*rejected (undesirable)" "$tmp/split.err" ||
+    { echo "FAIL: --val-split on paired records for KTO: no warning"; tail -n 3 "$tmp/split.err"; fail=1; }
+"$tokenize" --unpaired --tokenizer-json "$tok" --seq 96 --out "$tmp/paired.bin" \
+    "$fx/paired_train.jsonl" 2> "$tmp/tok.err" && cmp -s "$tmp/paired.bin" "$fx/paired_train.bin" ||
+    { echo "FAIL: nnt-tokenize --unpaired did not write KTOTrainer's rows of paired records"; cat "$tmp/tok.err"; fail=1; }
+# the order of many paired records' rows (TRL's, unpair_order.txt: per 1000 records their
+# chosen rows, then their rejected ones), read from two files as one dataset, against the
+# unpaired records written in that order
+awk 'BEGIN { for (i = 0; i < 2503; i++) printf "{\"prompt\": \"p%d\", \"chosen\": \"c%d\", \"rejected\": \"r%d\"}\n", i, i, i }' \
+    > "$tmp/many.jsonl"
+head -n 1500 "$tmp/many.jsonl" > "$tmp/many1.jsonl"
+tail -n +1501 "$tmp/many.jsonl" > "$tmp/many2.jsonl"
+awk '{ for (i = $2; i <= $3; i++)
+         printf "{\"prompt\": \"p%d\", \"completion\": \"%s%d\", \"label\": %s}\n", i, $1 == "true" ? "c" : "r", i, $1 }' \
+    "$fx/unpair_order.txt" > "$tmp/order.jsonl"
+[ "$(wc -l < "$tmp/order.jsonl")" -eq 5006 ] || { echo "FAIL: unpair_order.txt is not 5006 rows"; fail=1; }
+"$tokenize" --unpaired --tokenizer-json "$tok" --seq 16 --out "$tmp/many.bin" \
+    "$tmp/many1.jsonl" "$tmp/many2.jsonl" 2> "$tmp/many.err" &&
+"$tokenize" --unpaired --tokenizer-json "$tok" --seq 16 --out "$tmp/order.bin" \
+    "$tmp/order.jsonl" 2> "$tmp/order.err" && cmp -s "$tmp/many.bin" "$tmp/order.bin" ||
+    { echo "FAIL: 2503 paired records' rows are not in KTOTrainer's order"; cat "$tmp/many.err" "$tmp/order.err"; fail=1; }
+
+# records refused: records of both forms, a label that is not true or false (named with
+# their line)
 printf '%s\n' '{"prompt": "Sky?", "completion": " Blue.", "label": true}' \
-    '{"prompt": "Sky?", "chosen": " Blue.", "rejected": " Green."}' > "$tmp/paired.jsonl"
+    '{"prompt": "Sky?", "chosen": " Blue.", "rejected": " Green."}' > "$tmp/mixed.jsonl"
+printf '%s\n' '{"prompt": "Sky?", "chosen": " Blue.", "rejected": " Green."}' \
+    '{"prompt": "Sky?", "completion": " Blue.", "label": true}' > "$tmp/mixed2.jsonl"
 printf '%s\n' '{"prompt": "Sky?", "completion": " Blue.", "label": true}' \
     '{"prompt": "Sky?", "completion": " Green.", "label": 0.5}' > "$tmp/half.jsonl"
-for f in paired half; do
+printf '%s\n' '{"prompt": "Sky?", "chosen": " Blue.", "rejected": " Green."}' \
+    '{"prompt": "Sky?", "chosen": " Blue.", "rejected": [{"role": "assistant", "content": "Green."}]}' \
+    > "$tmp/kinds.jsonl"
+for f in "mixed:a paired preference record among unpaired ones (the first, $tmp/mixed.jsonl:1, is unpaired)" \
+         "mixed2:an unpaired preference record among paired ones (the first, $tmp/mixed2.jsonl:1, is paired)" \
+         "half:nnt_sft_encode_unpaired_rows: \"label\" is true" \
+         "kinds:nnt_sft_encode_unpaired_rows: \"chosen\" and \"rejected\" must be both"; do
+    name=${f%%:*} says=${f#*:}
     "$tokenize" --unpaired --tokenizer-json "$tok" --seq 96 --out "$tmp/x.bin" \
-        "$tmp/$f.jsonl" 2> "$tmp/$f.err"
+        "$tmp/$name.jsonl" 2> "$tmp/$name.err"
     st=$?
-    [ "$st" -eq 1 ] && grep -q "$f.jsonl:2: nnt_sft_encode_unpaired" "$tmp/$f.err" ||
-        { echo "FAIL: nnt-tokenize --unpaired on $f records: status $st"; cat "$tmp/$f.err"; fail=1; }
+    [ "$st" -eq 1 ] && grep -qF "$name.jsonl:2: $says" "$tmp/$name.err" ||
+        { echo "FAIL: nnt-tokenize --unpaired on $name records: status $st"; cat "$tmp/$name.err"; fail=1; }
 done
-grep -q "a paired preference record" "$tmp/paired.err" || { echo "FAIL: the paired record's message"; fail=1; }
 
 # usage errors: the weights without kto, kto with B 1, --pack, --unpaired with --preference
 for args in "--dpo-beta 0.2 --desirable-weight 2" "--dpo-beta 0.2 --dpo-loss orpo --undesirable-weight 2" \

@@ -35,7 +35,11 @@ but the norms, no clipping; max_length T):
   kto     per_device_train_batch_size 4, 3 steps over the 12 training records
   accum   per_device_train_batch_size 2, gradient_accumulation_steps 2, 3 steps
   apo     loss_type apo_zero_unpaired, batch 4, 3 steps
-Each then evaluates the 8 held-out records (per_device_eval_batch_size as the training's).
+  paired  batch 4, 3 steps over paired records (paired_train.jsonl: 6 records, their
+          prompts given), which KTOTrainer unpairs into 12 rows: the 6 chosen completions
+          (desirable), then the 6 rejected ones; held out: paired_val.jsonl (4 records whose
+          prompt is the messages their sides share: 8 rows)
+Each then evaluates its held-out records (per_device_eval_batch_size as the training's).
 
 Files:
   llama/config.json, llama/model.safetensors   the model before training
@@ -44,17 +48,25 @@ Files:
                        to the completion unless it ends with it; the completion from where the
                        tokenized prompt and prompt + completion first differ): per record
                        "prompt N" (the prompt's length) and "ids ..." (the whole sequence)
+  text_paired.jsonl, text_paired.expected   paired records of text (a prompt given, or the
+                       characters the sides share), each tokenized alone by KTOTrainer: its
+                       chosen row then its rejected row, each "prompt N" and "ids ..."
+  unpair_order.txt     the order KTOTrainer (maybe_unpair_preference_dataset) gives the rows of
+                       2503 paired text records {"prompt": "p<i>", "chosen": "c<i>",
+                       "rejected": "r<i>"}: lines "<label> FIRST LAST", runs of consecutive
+                       records' rows of one label (datasets' map batches of 1000)
+  paired_train.bin, paired_val.bin   the paired run's rows, as train.bin
   train.bin, val.bin   the rows as KTOTrainer tokenizes them, in nnt's token file (a loss mask
                        and one value a row, the label: 1 desirable, 0 undesirable), written
                        here independently (header magic 20240520, version 2, N, flags 1 | 4,
                        block T, 1 value; uint16 ids, the mask bits, float32 labels), padded
                        with the tokenizer's pad id
-  reference.safetensors, for R in kto, accum, apo:
+  reference.safetensors, for R in kto, accum, apo, paired:
       R.losses (3) float64: each step's loss (the mean of its micro-batches'), before its
       update; R.kl (3 or 6 micro-batches): each micro-batch's kl; R.margins (3): each step's
       rewards/margins as TRL logs it (the mean over its micro-batches holding both kinds of
       the mean desirable reward minus the mean undesirable one; 0 when none does); R.eval_loss (1): the held-out
-      loss after the 3 steps; R.final.<HF name>: every parameter after them
+      loss after the 3 steps; R.final.<HF name>: every parameter after them (not paired)
       kto.grad.<HF name>: the gradient of the first micro-batch's loss
       ref_logps (12), ref_kl_logps (12): the reference of each training row and KL row
       (batches of 4)
@@ -71,6 +83,7 @@ from datasets import Dataset
 from safetensors.torch import save_file
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from trl import KTOConfig, KTOTrainer
+from trl.data_utils import maybe_unpair_preference_dataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 T, BETA, DES, UND, LR, WD = 96, 0.3, 1.3, 0.7, 1e-2, 0.1
@@ -157,7 +170,8 @@ class Recorder(KTOTrainer):
         return loss
 
 
-def run(name, model0, tok, batch, accum, loss_type, out, first_grad=False):
+def run(name, model0, tok, batch, accum, loss_type, out, first_grad=False, train=None,
+        val=None, logging_steps=1, final=True):
     model = copy.deepcopy(model0)
     args = KTOConfig(output_dir=tempfile.mkdtemp(), report_to=[], use_cpu=True,
                      per_device_train_batch_size=batch, per_device_eval_batch_size=batch,
@@ -166,10 +180,11 @@ def run(name, model0, tok, batch, accum, loss_type, out, first_grad=False):
                      train_sampling_strategy="sequential", learning_rate=LR,
                      lr_scheduler_type="constant", warmup_steps=0, weight_decay=WD,
                      adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, max_grad_norm=0,
-                     max_length=T, logging_steps=1, save_strategy="no", seed=7200, bf16=False,
+                     max_length=T, logging_steps=logging_steps, save_strategy="no", seed=7200, bf16=False,
                      dataloader_drop_last=False, disable_tqdm=True)
     t = Recorder(model=model, ref_model=copy.deepcopy(model0), args=args,
-                 train_dataset=Dataset.from_list(TRAIN), eval_dataset=Dataset.from_list(VAL),
+                 train_dataset=Dataset.from_list(train or TRAIN),
+                 eval_dataset=Dataset.from_list(val or VAL),
                  processing_class=tok)
     t.rec_losses, t.rec_kl, t.rec_margins = [], [], []
     t.rec_grad = {} if first_grad else None
@@ -184,13 +199,49 @@ def run(name, model0, tok, batch, accum, loss_type, out, first_grad=False):
     out[name + ".margins"] = torch.tensor(margins, dtype=torch.float64)
     ev = t.evaluate()
     out[name + ".eval_loss"] = torch.tensor([ev["eval_loss"]], dtype=torch.float64)
-    for n, p in model.named_parameters():
+    for n, p in model.named_parameters() if final else ():
         out[name + ".final." + n] = p.detach().clone()
     for n, g in (t.rec_grad or {}).items():
         out[name + ".grad." + n] = g
     print(name, "losses", steps, "kl", t.rec_kl, "eval", ev["eval_loss"])
     return t
 
+
+def pair(prompt, chosen, rejected, system=None):
+    msgs = ([{"role": "system", "content": system}] if system else []) + \
+        [{"role": "user", "content": prompt}]
+    return {"prompt": msgs, "chosen": [{"role": "assistant", "content": chosen}],
+            "rejected": [{"role": "assistant", "content": rejected}]}
+
+
+def pair_implicit(prompt, chosen, rejected, system=None):
+    """A preference record whose prompt is the messages its two sides share."""
+    r = pair(prompt, chosen, rejected, system)
+    return {"chosen": r["prompt"] + r["chosen"], "rejected": r["prompt"] + r["rejected"]}
+
+
+# paired records, which KTOTrainer unpairs (maybe_unpair_preference_dataset: the chosen
+# completions of each 1000 records, then their rejected ones)
+PAIRED_TRAIN = [
+    pair("Hi?", "Hello!", "Go away."),
+    pair("Name a fruit.", "An apple.", "A chair.", "Be brief."),
+    pair("What is 2 + 2?", "It is 4.", "Five, I think."),
+    pair("Colour of the sky?", "Blue, on a clear day.", "Green.", "Answer plainly."),
+    pair("Count to three.", "One, two, three.", "Three, two."),
+    pair("Capital of France?", "Paris.", "Rome, surely.", "Be brief."),
+]
+PAIRED_VAL = [
+    pair_implicit("Hello?", "Hi there.", "No.", "Be kind."),
+    pair_implicit("Name a colour.", "Red.", "Seven."),
+    pair_implicit("What is 3 + 1?", "Four.", "Two.", "You are a calculator."),
+    pair_implicit("Is ice cold?", "Yes, it is.", "It is hot."),
+]
+TEXT_PAIRED = [
+    {"prompt": "Water boils at", "chosen": " 100 degrees.", "rejected": " 50 degrees."},
+    {"chosen": "The sky is blue.", "rejected": "The sky is green."},
+    {"chosen": "Un caf\u00e9 noir.", "rejected": "Un caf\u00e9 au lait<|im_end|>"},
+]
+ORDER_RECORDS = 2503   # unpair_order: a dataset larger than two of datasets' map batches
 
 TEXT = [
     {"prompt": "The sky is", "completion": " blue.", "label": True},
@@ -200,22 +251,46 @@ TEXT = [
 ]
 
 
-def text_expected(model, tok, out):
-    """Each text record tokenized alone by KTOTrainer (a one-record dataset)."""
+def text_expected(model, tok, out, records=TEXT, name="text"):
+    """Each text record tokenized alone by KTOTrainer (a one-record dataset; a paired
+    record: its two rows, chosen then rejected)."""
     lines = []
-    for r in TEXT:
+    for r in records:
         args = KTOConfig(output_dir=tempfile.mkdtemp(), report_to=[], use_cpu=True,
                          bf16=False, max_length=None, per_device_train_batch_size=2)
         t = KTOTrainer(model=model, ref_model=copy.deepcopy(model), args=args,
                        train_dataset=Dataset.from_list([r, r]), processing_class=tok)
-        ex = t.train_dataset[0]
-        lines.append(f"prompt {len(ex['prompt_ids'])}")
-        lines.append("ids " + " ".join(map(str, ex["prompt_ids"] + ex["completion_ids"])))
-    with open(os.path.join(out, "text.jsonl"), "w") as fh:
-        for r in TEXT:
+        rows = [t.train_dataset[0]] if "label" in r else [t.train_dataset[0], t.train_dataset[2]]
+        if "label" not in r:   # (the dataset [r, r] unpaired: chosen, chosen, rejected, rejected)
+            assert [t.train_dataset[k]["label"] for k in range(4)] == [True, True, False, False]
+        for ex in rows:
+            lines.append(f"prompt {len(ex['prompt_ids'])}")
+            lines.append("ids " + " ".join(map(str, ex["prompt_ids"] + ex["completion_ids"])))
+    with open(os.path.join(out, name + ".jsonl"), "w") as fh:
+        for r in records:
             fh.write(json.dumps(r) + "\n")
-    with open(os.path.join(out, "text.expected"), "w") as fh:
+    with open(os.path.join(out, name + ".expected"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
+
+
+def unpair_order(out):
+    """The order TRL gives the rows of ORDER_RECORDS paired records (record i: prompt "p<i>",
+    chosen "c<i>", rejected "r<i>"), unpaired as KTOTrainer unpairs a dataset: written as
+    runs "<true|false> FIRST LAST" of consecutive records' rows of one label."""
+    ds = Dataset.from_list([{"prompt": f"p{i}", "chosen": f"c{i}", "rejected": f"r{i}"}
+                            for i in range(ORDER_RECORDS)])
+    ds = maybe_unpair_preference_dataset(ds, num_proc=None)
+    runs = []
+    for ex in ds:
+        i = int(ex["prompt"][1:])
+        assert ex["completion"] == ("c" if ex["label"] else "r") + str(i)
+        if runs and runs[-1][0] == ex["label"] and runs[-1][2] == i - 1:
+            runs[-1][2] = i
+        else:
+            runs.append([ex["label"], i, i])
+    with open(os.path.join(out, "unpair_order.txt"), "w") as fh:
+        for label, first, last in runs:
+            fh.write(f"{'true' if label else 'false'} {first} {last}\n")
 
 
 def main():
@@ -227,7 +302,8 @@ def main():
     torch.use_deterministic_algorithms(True)
     src = os.path.join(HERE, "fixtures", "sft", "chatml")
     tok = AutoTokenizer.from_pretrained(src)
-    for fname, recs in (("train.jsonl", TRAIN), ("val.jsonl", VAL)):
+    for fname, recs in (("train.jsonl", TRAIN), ("val.jsonl", VAL),
+                        ("paired_train.jsonl", PAIRED_TRAIN), ("paired_val.jsonl", PAIRED_VAL)):
         with open(os.path.join(args.out, fname), "w") as fh:
             for r in recs:
                 fh.write(json.dumps(r) + "\n")
@@ -266,7 +342,16 @@ def main():
     out["ref_kl_logps"] = torch.tensor(ref_kl, dtype=torch.float64)
     run("accum", model, tok, 2, 2, "kto", out)
     run("apo", model, tok, 4, 1, "apo_zero_unpaired", out)
+    # (logging_steps 3: TRL's log divides by zero over a logged step of desirable rows alone)
+    t = run("paired", model, tok, 4, 1, "kto", out, train=PAIRED_TRAIN, val=PAIRED_VAL,
+            logging_steps=3, final=False)
+    for fname, ds in (("paired_train.bin", t.train_dataset), ("paired_val.bin", t.eval_dataset)):
+        rows, masks, labels = rows_of(ds, tok.pad_token_id)
+        with open(os.path.join(args.out, fname), "wb") as fh:
+            fh.write(token_file(rows, masks, labels))
     text_expected(model, tok, args.out)
+    text_expected(model, tok, args.out, TEXT_PAIRED, "text_paired")
+    unpair_order(args.out)
     save_file({k: v.contiguous() for k, v in out.items()},
               os.path.join(args.out, "reference.safetensors"))
 

@@ -456,6 +456,9 @@ kto_val_labels_training|lib/train/dpo.c|s@        const uint8_t \*labels = d->de
 kto_margin_one_kind|lib/train/dpo.c|s@    if (count\[0\] \&\& count\[1\])@    if (count[1])@|KTO: the reward margin of micro-batches of desirable rows alone counted
 kto_ref_kl_zero|lib/train/dpo.c|s@                out\[2 \* d->pairs\[b\] + 1\] = d->with_kl ? d->kl_logp\[b\] : 0.0;@                out[2 * d->pairs[b] + 1] = 0.0;@|KTO: the KL rows reference log-likelihoods left 0
 kto_batch_one|lib/train/dpo.c|s@    if (unpaired \&\& o->dpo_loss == NNT_DPO_KTO \&\& B < 2)@    if (unpaired \&\& o->dpo_loss == NNT_DPO_KTO \&\& B < 1)@|KTO: a batch of 1 taken (kl the row own log ratio)
+unpair_chunk_999|examples/tokenize_jsonl.c|s@enum { UNPAIR_CHUNK = 1000 };@enum { UNPAIR_CHUNK = 999 };@|KTO on paired records: the chosen then rejected rows of each 999 records, not 1000 (TRL)
+unpair_chosen_undesirable|lib/data/sft.c|s@    ids\[0\] = s->pair_ids, counts\[0\] = s->pair_counts, n\[0\] = s->npair, desirable\[0\] = 1;@    ids[0] = s->pair_ids, counts[0] = s->pair_counts, n[0] = s->npair, desirable[0] = 0;@|KTO on paired records: the chosen completion labelled undesirable
+unpair_held_desirable|examples/tokenize_jsonl.c|s@    const float undesirable = 0.0f;@    const float undesirable = 1.0f;@|KTO on paired records: the rejected rows written with the desirable label
 unpaired_label_inverted|lib/data/sft.c|s@    \*label = lab->b != 0;@    *label = lab->b == 0;@|unpaired records: true read as undesirable
 writer_values_row_shift|lib/io/tokens.c|s@    memcpy(w->values + row \* k, values, k \* sizeof \*values);@    memcpy(w->values + (row ? row - 1 : row) * k, values, k * sizeof *values);@|token writer: a row values written over the row before
 sft_valued_multi_unchecked|lib/data/sft.c|s@        if (multi \&\& !(values\[i\] >= 0.0f \&\& values\[i\] <= 1.0f))@        if (0 \&\& multi)@|multi-label records: values outside 0..1 taken

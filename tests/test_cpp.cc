@@ -613,6 +613,22 @@ void test_sft(nnt::context &ctx)
            std::equal(ue.ids.begin(), ue.ids.end(), chosen.begin()) &&
            std::equal(ue.counts.begin(), ue.counts.end(), pc[0]));
     EXPECT_ERROR(NNT_E_FORMAT, "paired", s.encode_unpaired(pref, &desirable));
+    /* the KTO rows of a paired record: its chosen side (desirable), then its rejected one,
+     * each as the unpaired record of that side; of an unpaired record, itself */
+    std::vector<std::pair<nnt::sft::example, int>> kr = s.encode_unpaired_rows(pref);
+    EXPECT(kr.size() == 2 && kr[0].second == 1 && kr[1].second == 0 &&
+           kr[0].first.ids.size() == chosen.size() &&
+           std::equal(kr[0].first.ids.begin(), kr[0].first.ids.end(), chosen.begin()) &&
+           std::equal(kr[0].first.counts.begin(), kr[0].first.counts.end(), pc[0]));
+    const std::int32_t *ri[2];
+    const std::uint8_t *rc[2];
+    std::size_t rn[2];
+    int rd[2], rows = 0;
+    C_OK(nnt_sft_encode_unpaired_rows(c, unpaired, std::strlen(unpaired), ri, rc, rn, rd,
+                                      &rows));
+    EXPECT(rows == 1 && rd[0] == 0 && rn[0] == chosen.size());
+    EXPECT(s.encode_unpaired_rows(unpaired).size() == 1);
+    EXPECT_ERROR(NNT_E_FORMAT, "nnt_sft_encode_unpaired_rows", s.encode_unpaired_rows("{}"));
     const char *labelled = "{\"text\": \"The sky is blue.\", \"label\": 2}";
     std::int64_t label = -1, c_label = -1;
     nnt::span<const std::int32_t> li = s.encode_labelled(labelled, &label);

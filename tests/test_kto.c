@@ -336,46 +336,70 @@ START_TEST(test_row_loss)
 }
 END_TEST
 
-/* Unpaired records of text (eos added to a completion without it; a prompt ending inside a
- * word, whose completion starts where the tokenizations first differ) encoded as KTOTrainer
- * tokenizes them (text.expected), with their labels; refusals */
-START_TEST(test_encode_unpaired)
+/* The chatml tokenizer's nnt_sft */
+static nnt_sft *chatml_sft(nnt_tokenizer **tok)
 {
-    char dir[4200], path[4300], line[4096], record[4096];
+    char dir[4200], path[4300];
     snprintf(dir, sizeof dir, "%s", fixture_path_in("sft", "chatml", NULL));
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    nnt_tokenizer *tok = NULL;
-    EXPECT_OK(nnt_tokenizer_hf_load(path, &tok));
+    EXPECT_OK(nnt_tokenizer_hf_load(path, tok));
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = dir;
     nnt_sft *s = NULL;
-    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    EXPECT_OK(nnt_sft_create(*tok, &so, &s));
+    return s;
+}
+
+/* A row against the next "prompt N" / "ids ..." lines of exp (KTOTrainer's). */
+static void expect_row(FILE *exp, const char *what, const int32_t *ids, const uint8_t *counts,
+                       size_t n)
+{
+    char line[4096];
+    int32_t want[512];
+    size_t np = 0;
+    ck_assert(fgets(line, sizeof line, exp) && sscanf(line, "prompt %zu", &np) == 1);
+    ck_assert(fgets(line, sizeof line, exp) != NULL);
+    size_t nw = fixture_parse_ids(line, "ids", want, 512);
+    ck_assert_msg(n == nw, "%s: %zu ids, TRL's %zu", what, n, nw);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(ids[i] == want[i], "%s: id %zu is %d, TRL's %d", what, i, ids[i],
+                      want[i]);
+        ck_assert_msg(counts[i] == (i >= np), "%s: count %zu is %d (the prompt has %zu ids)",
+                      what, i, counts[i], np);
+    }
+}
+
+/* Unpaired records of text (eos added to a completion without it; a prompt ending inside a
+ * word, whose completion starts where the tokenizations first differ) encoded as KTOTrainer
+ * tokenizes them (text.expected), with their labels, by nnt_sft_encode_unpaired and (rows)
+ * nnt_sft_encode_unpaired_rows; refusals */
+START_TEST(test_encode_unpaired)
+{
+    int by_rows = _i;
+    char record[4096], what[64], expected[4200];
+    nnt_tokenizer *tok = NULL;
+    nnt_sft *s = chatml_sft(&tok);
     FILE *rec = fopen(path_of("text.jsonl"), "r");
-    char expected[4200];
     snprintf(expected, sizeof expected, "%s", path_of("text.expected"));
     FILE *exp = fopen(expected, "r");
     ck_assert(rec && exp);
     static const int LABELS[4] = {1, 0, 1, 0};
     int records = 0;
-    int32_t want[512];
     while (fgets(record, sizeof record, rec)) {
-        size_t np = 0;
-        ck_assert(fgets(line, sizeof line, exp) && sscanf(line, "prompt %zu", &np) == 1);
-        ck_assert(fgets(line, sizeof line, exp) != NULL);
-        size_t nw = fixture_parse_ids(line, "ids", want, 512), n = 0;
-        const int32_t *ids;
-        const uint8_t *counts;
-        int good = -1;
-        EXPECT_OK(nnt_sft_encode_unpaired(s, record, strlen(record) - 1, &ids, &counts, &n,
-                                          &good));
-        ck_assert_int_eq(good, LABELS[records]);
-        ck_assert_msg(n == nw, "record %d: %zu ids, TRL's %zu", records, n, nw);
-        for (size_t i = 0; i < n; i++) {
-            ck_assert_msg(ids[i] == want[i], "record %d: id %zu is %d, TRL's %d", records, i,
-                          ids[i], want[i]);
-            ck_assert_msg(counts[i] == (i >= np), "record %d: count %zu is %d (the prompt has "
-                          "%zu ids)", records, i, counts[i], np);
-        }
+        const int32_t *ids[2];
+        const uint8_t *counts[2];
+        size_t n[2];
+        int good[2] = {-1, -1}, rows = 1;
+        if (by_rows)
+            EXPECT_OK(nnt_sft_encode_unpaired_rows(s, record, strlen(record) - 1, ids, counts,
+                                                   n, good, &rows));
+        else
+            EXPECT_OK(nnt_sft_encode_unpaired(s, record, strlen(record) - 1, &ids[0],
+                                              &counts[0], &n[0], &good[0]));
+        ck_assert_int_eq(rows, 1);
+        ck_assert_int_eq(good[0], LABELS[records]);
+        snprintf(what, sizeof what, "record %d", records);
+        expect_row(exp, what, ids[0], counts[0], n[0]);
         records++;
     }
     ck_assert_int_eq(records, 4);
@@ -390,20 +414,129 @@ START_TEST(test_encode_unpaired)
         {"{\"completion\": \"b\", \"label\": false}", "\"prompt\""},
     };
     for (int k = 0; k < 5; k++) {
-        const int32_t *ids;
-        const uint8_t *counts;
-        size_t n;
-        int good;
-        EXPECT_RC(nnt_sft_encode_unpaired(s, BAD[k].record, strlen(BAD[k].record), &ids,
-                                          &counts, &n, &good), NNT_E_FORMAT);
-        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL, "%s: %s",
-                      BAD[k].record, nnt_ctx_last_error(NULL));
+        const int32_t *ids[2];
+        const uint8_t *counts[2];
+        size_t n[2];
+        int good[2], rows;
+        const char *by = by_rows ? "nnt_sft_encode_unpaired_rows: " : "nnt_sft_encode_unpaired: ";
+        if (by_rows && k == 3) {   /* (a paired record with a label: an unknown key) */
+            EXPECT_RC(nnt_sft_encode_unpaired_rows(s, BAD[k].record, strlen(BAD[k].record),
+                                                   ids, counts, n, good, &rows), NNT_E_FORMAT);
+            ck_assert_msg(strstr(nnt_ctx_last_error(NULL), "unknown key \"label\"") != NULL,
+                          "%s", nnt_ctx_last_error(NULL));
+            continue;
+        }
+        EXPECT_RC(by_rows ? nnt_sft_encode_unpaired_rows(s, BAD[k].record, strlen(BAD[k].record),
+                                                         ids, counts, n, good, &rows)
+                          : nnt_sft_encode_unpaired(s, BAD[k].record, strlen(BAD[k].record),
+                                                    &ids[0], &counts[0], &n[0], &good[0]),
+                  NNT_E_FORMAT);
+        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL &&
+                      strstr(nnt_ctx_last_error(NULL), by) != NULL, "%s: %s", BAD[k].record,
+                      nnt_ctx_last_error(NULL));
     }
-    const int32_t *ids;
-    const uint8_t *counts;
-    size_t n;
-    EXPECT_RC(nnt_sft_encode_unpaired(s, "{}", 2, &ids, &counts, &n, NULL), NNT_E_INVAL);
+    const int32_t *ids[2];
+    const uint8_t *counts[2];
+    size_t n[2];
+    int good[2], rows;
+    EXPECT_RC(nnt_sft_encode_unpaired(s, "{}", 2, &ids[0], &counts[0], &n[0], NULL),
+              NNT_E_INVAL);
+    EXPECT_RC(nnt_sft_encode_unpaired_rows(s, "{}", 2, ids, counts, n, good, NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_sft_encode_unpaired_rows(s, "{}", 2, ids, counts, n, NULL, &rows),
+              NNT_E_INVAL);
     fclose(rec), fclose(exp);
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* Paired records of text (a prompt given; prompts the sides share, cut at a space and inside
+ * a word; a rejected completion ending with eos) as KTOTrainer unpairs and tokenizes them
+ * (text_paired.expected): two rows, chosen (desirable) then rejected, each counting from its
+ * own completion; a conversation's sides (paired_train.jsonl's first record) equal to the
+ * unpaired records of its prompt and each side; refusals */
+START_TEST(test_encode_unpaired_rows)
+{
+    char record[4096], what[64], expected[4200];
+    nnt_tokenizer *tok = NULL;
+    nnt_sft *s = chatml_sft(&tok);
+    FILE *rec = fopen(path_of("text_paired.jsonl"), "r");
+    snprintf(expected, sizeof expected, "%s", path_of("text_paired.expected"));
+    FILE *exp = fopen(expected, "r");
+    ck_assert(rec && exp);
+    const int32_t *ids[2];
+    const uint8_t *counts[2];
+    size_t n[2];
+    int good[2], rows = 0, records = 0;
+    while (fgets(record, sizeof record, rec)) {
+        EXPECT_OK(nnt_sft_encode_unpaired_rows(s, record, strlen(record) - 1, ids, counts, n,
+                                               good, &rows));
+        ck_assert_int_eq(rows, 2);
+        ck_assert(good[0] == 1 && good[1] == 0);
+        for (int k = 0; k < 2; k++) {
+            snprintf(what, sizeof what, "record %d's %s row", records, k ? "rejected" : "chosen");
+            expect_row(exp, what, ids[k], counts[k], n[k]);
+        }
+        records++;
+    }
+    ck_assert_int_eq(records, 3);
+    fclose(rec), fclose(exp);
+    /* a conversation: each side as the unpaired record {prompt, completion: side, label} */
+    static const char PAIRED[] =
+        "{\"prompt\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+        "\"content\": \"Name a fruit.\"}], \"chosen\": [{\"role\": \"assistant\", \"content\": "
+        "\"An apple.\"}], \"rejected\": [{\"role\": \"assistant\", \"content\": \"A chair.\"}]}";
+    static const char *const SIDES[2] = {
+        "{\"prompt\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+        "\"content\": \"Name a fruit.\"}], \"completion\": [{\"role\": \"assistant\", \"content\": "
+        "\"An apple.\"}], \"label\": true}",
+        "{\"prompt\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+        "\"content\": \"Name a fruit.\"}], \"completion\": [{\"role\": \"assistant\", \"content\": "
+        "\"A chair.\"}], \"label\": false}"};
+    EXPECT_OK(nnt_sft_encode_unpaired_rows(s, PAIRED, strlen(PAIRED), ids, counts, n, good,
+                                           &rows));
+    ck_assert_int_eq(rows, 2);
+    size_t n0 = n[0];
+    int32_t chosen[256];
+    uint8_t chosen_counts[256];
+    ck_assert(n0 <= 256);
+    memcpy(chosen, ids[0], n0 * sizeof *chosen);
+    memcpy(chosen_counts, counts[0], n0);
+    int32_t rejected[256];
+    uint8_t rejected_counts[256];
+    size_t n1 = n[1];
+    ck_assert(n1 <= 256);
+    memcpy(rejected, ids[1], n1 * sizeof *rejected);
+    memcpy(rejected_counts, counts[1], n1);
+    for (int k = 0; k < 2; k++) {
+        const int32_t *one;
+        const uint8_t *one_counts;
+        size_t m;
+        int label;
+        EXPECT_OK(nnt_sft_encode_unpaired(s, SIDES[k], strlen(SIDES[k]), &one, &one_counts, &m,
+                                          &label));
+        ck_assert_int_eq(label, !k);
+        ck_assert_uint_eq(m, k ? n1 : n0);
+        ck_assert(memcmp(one, k ? rejected : chosen, m * sizeof *one) == 0);
+        ck_assert(memcmp(one_counts, k ? rejected_counts : chosen_counts, m) == 0);
+    }
+    static const struct {
+        const char *record, *says;
+    } BAD[4] = {
+        {"{\"prompt\": \"a\", \"chosen\": \"b\"}", "\"chosen\" and \"rejected\""},
+        {"{\"chosen\": \"b\", \"rejected\": [{\"role\": \"assistant\", \"content\": \"c\"}]}",
+         "both strings or both lists"},
+        {"{\"chosen\": \"\", \"rejected\": \"c\"}", "an empty \"chosen\""},
+        {"[{\"role\": \"user\", \"content\": \"a\"}]", "not a JSON object"},
+    };
+    for (int k = 0; k < 4; k++) {
+        EXPECT_RC(nnt_sft_encode_unpaired_rows(s, BAD[k].record, strlen(BAD[k].record), ids,
+                                               counts, n, good, &rows), NNT_E_FORMAT);
+        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL &&
+                      strstr(nnt_ctx_last_error(NULL), "nnt_sft_encode_unpaired_rows: ") != NULL,
+                      "%s: %s", BAD[k].record, nnt_ctx_last_error(NULL));
+        ck_assert_int_eq(rows, 0);
+    }
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }
@@ -517,7 +650,8 @@ static Suite *kto_suite(void)
     tcase_add_test(tc, test_shuffle);
     tcase_add_test(tc, test_kl_clamped);
     tcase_add_test(tc, test_row_loss);
-    tcase_add_test(tc, test_encode_unpaired);
+    tcase_add_loop_test(tc, test_encode_unpaired, 0, 2);
+    tcase_add_test(tc, test_encode_unpaired_rows);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return s;

@@ -1952,8 +1952,10 @@ static int rename_from_value(jv *list, const char *name)
     return NNT_OK;
 }
 
-static int preference_view(const jv *root, int which, jv *view, jv parts[4], char *keys[4]);
-static int unpaired_view(const jv *root, jv *view, jv parts[4], char *keys[4], int *label);
+static int preference_view(const char *fn, const jv *root, int which, jv *view, jv parts[4],
+                           char *keys[4]);
+static int unpaired_view(const char *fn, const jv *root, jv *view, jv parts[4], char *keys[4],
+                         int *label);
 
 /* One JSON value of len bytes (a record) into *root, the caller's to free; malformed or
  * followed by more: NNT_E_FORMAT naming fn, nothing to free. */
@@ -1970,7 +1972,8 @@ static int parse_record(const char *fn, const char *record, size_t len, jv *root
 
 /* nnt_sft_encode, or (prompt) nnt_sft_encode_prompt's rendering, or (pref 0 or 1) the chosen
  * or rejected sequence of a preference record (nnt_sft_encode_preference), or (pref 2) an
- * unpaired record's sequence, its label into s->label (nnt_sft_encode_unpaired) */
+ * unpaired record's sequence, its label into s->label (nnt_sft_encode_unpaired); pref 3, 4,
+ * 5: as 0, 1, 2 for nnt_sft_encode_unpaired_rows (its name in the messages) */
 static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, int pref)
 {
     static const char fn[] = "nnt_sft_encode";
@@ -1997,10 +2000,13 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, i
     const jv *tools = root.type == JV_OBJ ? hft_jv_get(&root, "tools") : NULL;
     jv view, parts[4];   /* a preference record's side: {"prompt": P, "completion": C, ...} */
     char *keys[4];
-    if (pref == 2)
-        rc = unpaired_view(&root, &view, parts, keys, &s->label);
+    const char *by = pref < 2    ? "nnt_sft_encode_preference"
+                     : pref == 2 ? "nnt_sft_encode_unpaired"
+                                 : "nnt_sft_encode_unpaired_rows";
+    if (pref == 2 || pref == 5)
+        rc = unpaired_view(by, &root, &view, parts, keys, &s->label);
     else if (pref >= 0)
-        rc = preference_view(&root, pref, &view, parts, keys);
+        rc = preference_view(by, &root, pref % 3, &view, parts, keys);
     if (rc == 0 && !prompt) {   /* a record's chat_template_kwargs hold for it alone */
         int no_thinking = s->no_thinking;
         char date[sizeof s->date];
@@ -2115,9 +2121,9 @@ static void slice(const jv *v, size_t from, size_t n, jv *part)
 
 /* The record's side which (0 chosen, 1 rejected) as a prompt/completion record in *view,
  * whose items are parts and keys keys (the items borrowed from root: nothing to free). */
-static int preference_view(const jv *root, int which, jv *view, jv parts[4], char *keys[4])
+static int preference_view(const char *fn, const jv *root, int which, jv *view, jv parts[4],
+                           char *keys[4])
 {
-    static const char fn[] = "nnt_sft_encode_preference";
     static const char *const KEYS[4] = {"prompt", "completion", "chat_template_kwargs", "tools"};
     if (root->type != JV_OBJ)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
@@ -2169,15 +2175,11 @@ static size_t first_counted(const uint8_t *counts, size_t n)
     return k;
 }
 
-NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len,
-                                      const int32_t *ids[2], const uint8_t *counts[2],
-                                      size_t n[2])
+/* A preference record's two sides (which0: pref code of its chosen side, 0 or 3): the chosen
+ * sequence into s->pair_ids / pair_counts (npair), the rejected one into s->ids / counts. */
+static int encode_sides(nnt_sft *s, const char *fn, const char *record, size_t len, int which0)
 {
-    static const char fn[] = "nnt_sft_encode_preference";
-    if (!s || (!record && len) || !ids || !counts || !n)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
-    ids[0] = ids[1] = NULL, counts[0] = counts[1] = NULL, n[0] = n[1] = 0;
-    NNT_TRY(encode_json(s, record, len, 0, 0));
+    NNT_TRY(encode_json(s, record, len, 0, which0));
     if (s->n > s->pair_cap) {
         int32_t *pi = realloc(s->pair_ids, s->n * sizeof *pi);
         if (pi)
@@ -2190,7 +2192,18 @@ NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len
     memcpy(s->pair_ids, s->ids, s->n * sizeof *s->ids);
     memcpy(s->pair_counts, s->counts, s->n);
     s->npair = s->n;
-    NNT_TRY(encode_json(s, record, len, 0, 1));
+    return encode_json(s, record, len, 0, which0 + 1);
+}
+
+NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len,
+                                      const int32_t *ids[2], const uint8_t *counts[2],
+                                      size_t n[2])
+{
+    static const char fn[] = "nnt_sft_encode_preference";
+    if (!s || (!record && len) || !ids || !counts || !n)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
+    ids[0] = ids[1] = NULL, counts[0] = counts[1] = NULL, n[0] = n[1] = 0;
+    NNT_TRY(encode_sides(s, fn, record, len, 0));
     /* TRL's completions both start where the shorter shared prefix of the prompt ends */
     size_t k0 = first_counted(s->pair_counts, s->npair), k1 = first_counted(s->counts, s->n);
     size_t k = k0 < k1 ? k0 : k1;
@@ -2385,9 +2398,9 @@ NNT_API int nnt_sft_encode_labelled(nnt_sft *s, const char *record, size_t len,
 
 /* An unpaired record as a prompt/completion record in *view (its members but the label,
  * borrowed from root), its label (1 true, 0 false) into *label. */
-static int unpaired_view(const jv *root, jv *view, jv parts[4], char *keys[4], int *label)
+static int unpaired_view(const char *fn, const jv *root, jv *view, jv parts[4], char *keys[4],
+                         int *label)
 {
-    static const char fn[] = "nnt_sft_encode_unpaired";
     if (root->type != JV_OBJ)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
     size_t n = 0;
@@ -2403,7 +2416,8 @@ static int unpaired_view(const jv *root, jv *view, jv parts[4], char *keys[4], i
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (prompt, completion, "
                             "label, chat_template_kwargs, tools)%s", fn, key,
                             !strcmp(key, "chosen") || !strcmp(key, "rejected") ?
-                            ": a paired preference record, where an unpaired one is read" : "");
+                            ": a paired preference record, where an unpaired one is read "
+                            "(nnt_sft_encode_unpaired_rows reads it as two)" : "");
         parts[n] = root->items[i], keys[n] = root->keys[i], n++;
     }
     if (!hft_jv_get(root, "prompt") || !hft_jv_get(root, "completion") || !lab)
@@ -2429,5 +2443,42 @@ NNT_API int nnt_sft_encode_unpaired(nnt_sft *s, const char *record, size_t len,
     *ids = NULL, *counts = NULL, *n = 0, *desirable = 0;
     NNT_TRY(encode_json(s, record, len, 0, 2));
     *ids = s->ids, *counts = s->counts, *n = s->n, *desirable = s->label;
+    return NNT_OK;
+}
+
+/* 1 into *paired when the record (a JSON value) is an object with "chosen" or "rejected". */
+static int record_paired(const char *fn, const char *record, size_t len, int *paired)
+{
+    jv root;
+    NNT_TRY(parse_record(fn, record, len, &root));
+    *paired = root.type == JV_OBJ &&
+              (hft_jv_get(&root, "chosen") != NULL || hft_jv_get(&root, "rejected") != NULL);
+    hft_jv_free(&root);
+    return NNT_OK;
+}
+
+NNT_API int nnt_sft_encode_unpaired_rows(nnt_sft *s, const char *record, size_t len,
+                                         const int32_t *ids[2], const uint8_t *counts[2],
+                                         size_t n[2], int desirable[2], int *rows)
+{
+    static const char fn[] = "nnt_sft_encode_unpaired_rows";
+    if (!s || (!record && len) || !ids || !counts || !n || !desirable || !rows)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
+    ids[0] = ids[1] = NULL, counts[0] = counts[1] = NULL, n[0] = n[1] = 0;
+    desirable[0] = desirable[1] = 0, *rows = 0;
+    int paired = 0;
+    NNT_TRY(record_paired(fn, record, len, &paired));
+    if (!paired) {
+        NNT_TRY(encode_json(s, record, len, 0, 5));
+        ids[0] = s->ids, counts[0] = s->counts, n[0] = s->n, desirable[0] = s->label;
+        *rows = 1;
+        return NNT_OK;
+    }
+    /* TRL's unpair_preference_dataset: {"prompt", "completion": chosen, "label": true} and
+     * {"prompt", "completion": rejected, "label": false}, each tokenized alone */
+    NNT_TRY(encode_sides(s, fn, record, len, 3));
+    ids[0] = s->pair_ids, counts[0] = s->pair_counts, n[0] = s->npair, desirable[0] = 1;
+    ids[1] = s->ids, counts[1] = s->counts, n[1] = s->n, desirable[1] = 0;
+    *rows = 2;
     return NNT_OK;
 }
