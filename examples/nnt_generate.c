@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct opts {
@@ -26,6 +27,7 @@ typedef struct opts {
     const char *system, *tokenizer_config;  /* --chat's system message, configuration */
     const char *messages;                   /* --messages FILE: a conversation (--chat) */
     const char *classify;                   /* --classify FILE: classification records */
+    const char *prompts;                    /* --prompts FILE: prompt records, each continued */
     int64_t batch;                          /* --batch: --classify's rows a forward   */
     int chat, chat_template;                /* --chat; its template (chat_templates)  */
     int no_think;                           /* --no-think: Qwen3's enable_thinking=False */
@@ -93,6 +95,11 @@ static const cli_option table[] = {
             "one result a line (JSON) and the\naccuracy over the labelled ones (-: standard "
             "input)"),
     OPT_INT("batch", batch, 1, 4096, "8", 0, "N", "--classify's texts a forward (default 8)"),
+    OPT_STR("prompts", prompts, NULL, 0, "FILE", "JSON Lines of prompts, TRL's prompt-only "
+            "records\n{\"prompt\": text or messages, ...} (or {\"messages\":\n[...]}), each "
+            "continued as it would be alone\n(messages: with the chat template), written "
+            "back\nwith \"generated\" and \"finish_reason\" added, a\nline each (-: "
+            "standard input)"),
     OPT_GROUP("Tokenizer (default: the model directory's, or the one the checkpoint was trained "
               "with):"),
     OPT_CHOICE("tokenizer", tokenizer, tokenizers, NULL, 0, "T",
@@ -139,15 +146,23 @@ static const cli_program program = {
     "nnt-generate", table, (int)(sizeof table / sizeof table[0]),
     "Usage: nnt-generate (--load-hf DIR | --load-llmc FILE | --checkpoint FILE|DIR)\n"
     "                    (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS |\n"
-    "                     --messages FILE | --classify FILE) [OPTION]...\n"
+    "                     --messages FILE | --prompts FILE | --classify FILE) [OPTION]...\n"
     "Continue a prompt with a language model (nnt_model_generate: a key/value cache, greedy\n"
     "or sampled decoding) and print the prompt and its continuation as they come; with a\n"
     "classifier, print each label's probability of the text (a reward model: its score),\n"
-    "or with --classify those of each record of a file.\n\n",
+    "or with --classify those of each record of a file; with --prompts, continue each\n"
+    "prompt of a file.\n\n",
     "\nExit status: 0 done, 1 error (library, files), 2 bad usage.\nSee nnt-generate(1).\n",
     NULL, NULL};
 
 #define usage(...) cli_error("nnt-generate", __VA_ARGS__)
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static int lib_error(const char *what, int rc)
 {
@@ -194,9 +209,14 @@ static int parse_args(int argc, char **argv, opts *o)
         return rc;
     if (!!o->load_hf + !!o->load_llmc + !!o->checkpoint != 1)
         return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");
-    if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file + !!o->messages + !!o->classify != 1)
-        return usage("%s", "give one of --prompt, --prompt-file, --prompt-ids, --messages and "
-                     "--classify");
+    if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file + !!o->messages + !!o->classify +
+        !!o->prompts != 1)
+        return usage("%s", "give one of --prompt, --prompt-file, --prompt-ids, --messages, "
+                     "--prompts and --classify");
+    if (o->prompts && (o->chat || o->system))
+        return usage("%s", "--prompts: a record's messages are rendered with the chat template "
+                     "(a system message among them), a text prompt continued as it is: not "
+                     "--chat or --system");
     if (o->chat && o->classify)
         return usage("%s", "--classify takes texts, not --chat");
     if (o->num_labels && !o->load_hf)
@@ -211,14 +231,15 @@ static int parse_args(int argc, char **argv, opts *o)
     o->chat |= o->messages != NULL;
     if ((o->prompt_file && read_prompt_file(o, "--prompt-file", o->prompt_file)) ||
         (o->classify && read_prompt_file(o, "--classify", o->classify)) ||
-        (o->messages && read_prompt_file(o, "--messages", o->messages)))
+        (o->messages && read_prompt_file(o, "--messages", o->messages)) ||
+        (o->prompts && read_prompt_file(o, "--prompts", o->prompts)))
         return 2;
     if (o->prompt && !o->prompt_buf)   /* --prompt TEXT (a file's length is counted) */
         o->prompt_len = strlen(o->prompt);
-    if (!o->chat && (o->system || o->chat_template || o->tokenizer_config || o->no_think ||
-                     o->chat_date))
+    if (!o->chat && !o->prompts && (o->system || o->chat_template || o->tokenizer_config ||
+                                    o->no_think || o->chat_date))
         return usage("%s", "--system, --chat-template, --no-think, --chat-date and "
-                     "--tokenizer-config go with --chat");
+                     "--tokenizer-config go with --chat (or --prompts)");
     if (o->chat && o->prompt_ids)
         return usage("%s", "--chat takes the text of --prompt or --prompt-file, not "
                      "--prompt-ids");
@@ -666,6 +687,18 @@ static char *chat_config(const opts *o)
                              : o->load_hf ? o->load_hf : o->trained_tokenizer);
 }
 
+/* The encoder options of --chat (and --prompts' messages): the template of config (the
+ * tokenizer_config.json; NULL: none) or --chat-template, --no-think, --chat-date. */
+static nnt_sft_options chat_options(const opts *o, const char *config)
+{
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = config;
+    so.chat_template = cli_chat_template(chat_templates[o->chat_template]);
+    so.no_thinking = o->no_think;
+    so.date = o->chat_date;
+    return so;
+}
+
 /* --chat's record into rec (*k bytes): the prompt's text as a user's message after
  * --system's (--messages: the file's text, given as it is). */
 static void chat_record(const opts *o, char *rec, size_t *k)
@@ -698,11 +731,7 @@ static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt
         memcpy(rec, o->prompt, k = o->prompt_len);
     else
         chat_record(o, rec, &k);
-    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
-    so.tokenizer_config = config;
-    so.chat_template = cli_chat_template(chat_templates[o->chat_template]);
-    so.no_thinking = o->no_think;
-    so.date = o->chat_date;
+    nnt_sft_options so = chat_options(o, config);
     nnt_sft *s = NULL;
     const int32_t *ids = NULL;
     nnt_chat_template used = NNT_CHAT_NONE;
@@ -922,12 +951,13 @@ static int classify(nnt_ctx *ctx, nnt_layer *model, const nnt_model_config *cfg,
     return rc ? lib_error("the classifier's forward", rc) : 0;
 }
 
-/* One of --classify's records: its line, ids and label (-1: none); a labelled one's record
- * kept for its label (label_records) */
+/* One of --classify's or --prompts' records: its line, ids and label (-1: none); kept: a
+ * labelled classification record, for its label (label_records), or a prompt record, to be
+ * written back with its continuation */
 typedef struct record {
     int64_t line, label, len;
     int32_t *ids;
-    char *labelled;
+    char *kept;
 } record;
 
 typedef struct records {
@@ -938,8 +968,28 @@ typedef struct records {
 static void records_free(records *r)
 {
     for (int64_t i = 0; i < r->n; i++)
-        free(r->r[i].ids), free(r->r[i].labelled);
+        free(r->r[i].ids), free(r->r[i].kept);
     free(r->r);
+}
+
+/* A record of line (its ids: malloc'd, n of them, owned from here; keep: its line, copied,
+ * or NULL) added to r; 0, or 1 reported (option: the one named). */
+static int records_add(records *r, int64_t line, int32_t *ids, size_t n, const char *keep,
+                       const char *option)
+{
+    if (r->n == r->cap) {   /* room for one more */
+        int64_t cap = r->cap ? 2 * r->cap : 64;
+        record *more = realloc(r->r, (size_t)cap * sizeof *more);
+        if (!more) {
+            free(ids);
+            return lib_error(option, NNT_E_NOMEM);
+        }
+        r->r = more, r->cap = cap;
+    }
+    record *at = &r->r[r->n++];
+    *at = (record){line, -1, (int64_t)n, ids, keep ? strdup(keep) : NULL};
+    r->longest = (int64_t)n > r->longest ? (int64_t)n : r->longest;
+    return keep && !at->kept ? lib_error(option, NNT_E_NOMEM) : 0;
 }
 
 /* One record (rec: a NUL-terminated line of JSON, len bytes): {"text": T}, or with a
@@ -958,18 +1008,8 @@ static int record_of(nnt_sft *s, char *rec, size_t len, int64_t line, records *r
     if (rc == 0)
         rc = encode_text(s, text, strlen(text), &ids, &n);
     free(text);
-    if (rc == 0 && r->n == r->cap) {   /* room for one more */
-        int64_t cap = r->cap ? 2 * r->cap : 64;
-        record *more = realloc(r->r, (size_t)cap * sizeof *more);
-        rc = more ? 0 : NNT_E_NOMEM;
-        r->r = more ? more : r->r, r->cap = more ? cap : r->cap;
-    }
-    if (rc == 0) {
-        record *at = &r->r[r->n++];
-        *at = (record){line, -1, (int64_t)n, ids, has_label ? strdup(rec) : NULL};
-        r->longest = (int64_t)n > r->longest ? (int64_t)n : r->longest;
-        return has_label && !at->labelled ? lib_error("--classify", NNT_E_NOMEM) : 0;
-    }
+    if (rc == 0)
+        return records_add(r, line, ids, n, has_label ? rec : NULL, "--classify");
     free(ids);
     if (rc == NNT_E_NOMEM)
         return lib_error("--classify", rc);
@@ -979,14 +1019,31 @@ static int record_of(nnt_sft *s, char *rec, size_t len, int64_t line, records *r
     return 2;
 }
 
-/* --classify FILE's records (o->prompt: the file's text; blank lines skipped), their texts
- * encoded through tok as nnt-train encodes classification records. */
-static int read_records(const opts *o, const nnt_tokenizer *tok, records *r)
+/* One of --prompts' records (rec: a NUL-terminated line, len bytes): its prompt's ids
+ * (nnt_sft_encode_prompt), the line kept. */
+static int prompt_record(nnt_sft *s, const char *file, char *rec, size_t len, int64_t line,
+                         records *r)
 {
-    nnt_sft *s = NULL;
-    int rc = nnt_sft_create(tok, NULL, &s);
-    if (rc)
-        return lib_error("--classify", rc);
+    const int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = nnt_sft_encode_prompt(s, rec, len, &ids, &n);
+    int32_t *copy = rc == 0 ? malloc((n + 1) * sizeof *copy) : NULL;
+    if (rc == 0 && copy) {
+        memcpy(copy, ids, n * sizeof *copy);
+        return records_add(r, line, copy, n, rec, "--prompts");
+    }
+    if (rc == 0 || rc == NNT_E_NOMEM)
+        return lib_error("--prompts", NNT_E_NOMEM);
+    fprintf(stderr, "nnt-generate: --prompts %s line %lld: %s\n", file, (long long)line,
+            nnt_ctx_last_error(NULL));
+    return 2;
+}
+
+/* --classify's or --prompts' FILE (o->prompt: the file's text; blank lines skipped): its
+ * records through s, each as record_of (a classification record's text encoded as nnt-train
+ * encodes it) or prompt_record reads it. */
+static int read_records(const opts *o, nnt_sft *s, records *r)
+{
     int status = 0;
     int64_t line = 0;
     for (size_t at = 0; at < o->prompt_len && status == 0;) {
@@ -995,19 +1052,24 @@ static int read_records(const opts *o, const nnt_tokenizer *tok, records *r)
         char *rec = malloc(len + 1);
         line++;
         if (!rec) {
-            status = lib_error("--classify", NNT_E_NOMEM);
+            status = lib_error(o->prompts ? "--prompts" : "--classify", NNT_E_NOMEM);
             break;
         }
-        memcpy(rec, o->prompt + at, len);
-        rec[len] = '\0';
-        if (strspn(rec, " \t\r") < len)
-            status = record_of(s, rec, len, line, r);
-        free(rec);
+        size_t bom = line == 1 && len >= 3 && memcmp(o->prompt, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+        memcpy(rec, o->prompt + at + bom, len - bom);   /* (a byte-order mark left out) */
+        rec[len - bom] = '\0';
         at += len + 1;
+        len -= bom;
+        while (len > 0 && (rec[len - 1] == '\r' || rec[len - 1] == ' ' || rec[len - 1] == '\t'))
+            rec[--len] = '\0';   /* (a record written back ends with its '}') */
+        if (len > 0)
+            status = o->prompts ? prompt_record(s, o->prompts, rec, len, line, r)
+                                : record_of(s, rec, len, line, r);
+        free(rec);
     }
-    nnt_sft_destroy(s);
     if (status == 0 && r->n == 0) {
-        fprintf(stderr, "nnt-generate: --classify %s: no record\n", o->classify);
+        fprintf(stderr, "nnt-generate: %s %s: no record\n", o->prompts ? "--prompts"
+                : "--classify", o->prompts ? o->prompts : o->classify);
         status = 2;
     }
     return status;
@@ -1031,9 +1093,9 @@ static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64
     for (record *c = r->r; status == 0 && c < r->r + r->n; c++) {
         const int32_t *ids = NULL;
         size_t n = 0;
-        if (!c->labelled)
+        if (!c->kept)
             continue;
-        rc = nnt_sft_encode_labelled(s, c->labelled, strlen(c->labelled), &ids, &n, &c->label);
+        rc = nnt_sft_encode_labelled(s, c->kept, strlen(c->kept), &ids, &n, &c->label);
         if (rc == 0 && c->label >= L)
             fprintf(stderr, "nnt-generate: --classify line %lld: label %lld, but the model has "
                     "%lld labels\n", (long long)c->line, (long long)c->label, (long long)L);
@@ -1052,7 +1114,7 @@ static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64
 static int unlabelled_records(const char *file, const records *r)
 {
     for (const record *c = r->r; c < r->r + r->n; c++)
-        if (c->labelled)
+        if (c->kept)
             return usage("--classify %s line %lld: a record with a label, but the classifier is "
                          "trained on values (problem_type regression or multi-label): its "
                          "records give texts alone", file, (long long)c->line);
@@ -1139,6 +1201,141 @@ static int classify_records(nnt_ctx *ctx, nnt_layer *model, const nnt_model_conf
     return rc ? lib_error("the classifier's forward", rc) : 0;
 }
 
+/* --classify's or --prompts' records of o (a prompt's messages rendered with the chat
+ * template of --chat-template, or of the tokenizer_config.json --chat would read) */
+static int read_file_records(const opts *o, const nnt_tokenizer *tok, records *r)
+{
+    const char *option = o->prompts ? "--prompts" : "--classify";
+    char *config = o->prompts ? chat_config(o) : NULL;
+    nnt_sft_options so = chat_options(o, config);
+    nnt_sft *s = NULL;
+    int rc = nnt_sft_create(tok, o->prompts ? &so : NULL, &s);
+    int status = rc ? lib_error(option, rc) : read_records(o, s, r);
+    nnt_sft_destroy(s);
+    free(config);
+    return status;
+}
+
+/* The new tokens of a sequence (ngen of out) up to its stopping eos (excluded): their count,
+ * *stopped 1 when an eos ended it. */
+static size_t new_tokens(const int32_t *out, size_t ngen, const int32_t *eos, size_t neos,
+                         int *stopped)
+{
+    size_t m = 0;
+    while (m < ngen && !is_eos_id(out[m], eos, neos))
+        m++;
+    *stopped = m < ngen;
+    return m;
+}
+
+/* One sequence's continuation as JSON: its text decoded (--print-ids: its ids), the stopping
+ * eos left out; *stopped as new_tokens. 0, or an error code of the decode. */
+static int print_continuation(const opts *o, const nnt_tokenizer *tok, const int32_t *out,
+                              size_t ngen, const int32_t *eos, size_t neos, char **text,
+                              size_t *cap, int *stopped)
+{
+    size_t m = new_tokens(out, ngen, eos, neos, stopped), len = 0;
+    if (o->print_ids || !tok) {
+        printf("[");
+        for (size_t j = 0; j < m; j++)
+            printf("%s%d", j ? ", " : "", (int)out[j]);
+        printf("]");
+        return 0;
+    }
+    int rc = nnt_tokenizer_decode(tok, out, m, *text, *cap, &len);
+    if (rc == NNT_E_INVAL && len > *cap) {   /* (its length: room for it, then again) */
+        char *more = realloc(*text, len + 1);
+        if (!more)
+            return NNT_E_NOMEM;
+        *text = more, *cap = len + 1;
+        rc = nnt_tokenizer_decode(tok, out, m, *text, *cap, &len);
+    }
+    if (rc == 0)
+        text_out_json(stdout, (const unsigned char *)*text, len);
+    return rc;
+}
+
+/* A prompt record written back (a JSON object; a list of messages alone as {"messages": [...]})
+ * with its continuations: "generated" (--print-ids: "generated_ids"; --num-samples N > 1: a
+ * list of N) and "finish_reason" ("stop": an eos ended it, "length": the new tokens ran out),
+ * on one line. */
+static int print_prompt_record(const opts *o, const nnt_tokenizer *tok, const record *c,
+                               const int32_t *out, size_t nseq, size_t ngen,
+                               const int32_t *eos, size_t neos, char **text, size_t *cap)
+{
+    size_t len = strlen(c->kept);
+    const char *at = c->kept + strspn(c->kept, " \t");
+    if (*at == '[')
+        printf("{\"messages\": %s", at);
+    else
+        printf("%.*s", (int)(len - 1 - (size_t)(at - c->kept)), at);   /* (its '}' left out) */
+    int stopped[4096];   /* (--num-samples <= 4096) */
+    printf(", \"%s\": %s", o->print_ids ? "generated_ids" : "generated", nseq > 1 ? "[" : "");
+    for (size_t r = 0; r < nseq; r++) {
+        printf("%s", r ? ", " : "");
+        int rc = print_continuation(o, tok, out + r * ngen, ngen, eos, neos, text, cap,
+                                    &stopped[r]);
+        if (rc)
+            return lib_error("nnt_tokenizer_decode", rc);
+    }
+    printf("%s, \"finish_reason\": %s", nseq > 1 ? "]" : "", nseq > 1 ? "[" : "");
+    for (size_t r = 0; r < nseq; r++)
+        printf("%s\"%s\"", r ? ", " : "", stopped[r] ? "stop" : "length");
+    printf("%s}\n", nseq > 1 ? "]" : "");
+    return fflush(stdout) ? lib_error("standard output", NNT_E_IO) : 0;
+}
+
+/* --prompts: each record's prompt continued as nnt_model_generate (--num-samples N > 1:
+ * nnt_model_generate_n) continues it alone, with the same sampling (seed S for each record),
+ * and written back with its continuation (print_prompt_record) as it is done; on a terminal
+ * the count so far; at the end the prompts, tokens and time on standard error. */
+static int generate_prompts(const opts *o, nnt_layer *model, const nnt_tokenizer *tok,
+                            const records *r, const int32_t *eos, size_t neos)
+{
+    size_t nseq = (size_t)o->num_samples, ngen = (size_t)o->max_new, cap = 256;
+    int32_t *out = malloc((nseq * ngen + 1) * sizeof *out);
+    char *text = malloc(cap);
+    int status = out && text ? 0 : lib_error("--prompts", NNT_E_NOMEM);
+    int tty = isatty(STDERR_FILENO), noted = 0;
+    int64_t made = 0;
+    double start = now_s();
+    nnt_model_config cfg;
+    if (status == 0 && nnt_model_config_of(model, &cfg) == 0 &&
+        r->longest + o->max_new > cfg.max_seq)
+        noted = 1;
+    for (int64_t i = 0; status == 0 && i < r->n; i++) {
+        const record *c = &r->r[i];
+        nnt_sampling s = sampling_of(o, eos, neos);
+        int rc = nseq > 1 ? nnt_model_generate_n(model, c->ids, c->len, (int64_t)nseq,
+                                                  (int64_t)ngen, &s, out)
+                          : nnt_model_generate(model, c->ids, c->len, (int64_t)ngen, &s, out);
+        if (rc) {
+            fprintf(stderr, "nnt-generate: --prompts %s line %lld:\n", o->prompts,
+                    (long long)c->line);
+            status = lib_error(nseq > 1 ? "nnt_model_generate_n" : "nnt_model_generate", rc);
+            break;
+        }
+        for (size_t k = 0; k < nseq; k++) {
+            int stopped;
+            made += (int64_t)new_tokens(out + k * ngen, ngen, eos, neos, &stopped) + stopped;
+        }
+        status = print_prompt_record(o, tok, c, out, nseq, ngen, eos, neos, &text, &cap);
+        if (tty)
+            fprintf(stderr, "\rnnt-generate: %lld of %lld prompts", (long long)i + 1,
+                    (long long)r->n);
+    }
+    double s = now_s() - start;
+    if (status == 0)
+        fprintf(stderr, "%snnt-generate: %lld prompts continued%s: %lld new tokens in %.2f s "
+                "(%.1f tokens/s)%s\n", tty ? "\r" : "", (long long)r->n,
+                nseq > 1 ? " (their samples side by side)" : "", (long long)made, s,
+                s > 0 ? (double)made / s : 0.0, noted ? "; past the model's context, each "
+                "token saw the last of them (a sliding window)" : "");
+    free(out);
+    free(text);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     opts o = {0};
@@ -1178,12 +1375,17 @@ int main(int argc, char **argv)
     if (rc == 0 && o.classify && !labels)
         rc = usage("--classify %s: the model is a language model, not a classifier (a "
                    "classifier's directory or checkpoint, or --num-labels)", o.classify);
-    if (rc == 0 && o.classify)
-        rc = read_records(&o, tok, &recs);
+    if (rc == 0 && o.prompts && labels)
+        rc = usage("--prompts %s: the model is a classifier: give its texts with --classify",
+                   o.prompts);
+    if (rc == 0 && (o.classify || o.prompts))
+        rc = read_file_records(&o, tok, &recs);
     else if (rc == 0)
         rc = prompt_tokens(&o, tok, labels, &prompt, &nprompt);
     if (rc == 0 && o.classify)   /* (the longest text's length) */
         rc = load_model(ctx, &o, &src, o.batch, recs.longest, &model, &seq);
+    else if (rc == 0 && o.prompts)   /* (the longest prompt and its new tokens) */
+        rc = load_model(ctx, &o, &src, 1, recs.longest + o.max_new, &model, &seq);
     else if (rc == 0)   /* (a classifier: the prompt alone) */
         rc = load_model(ctx, &o, &src, 1, (int64_t)nprompt + (labels ? 0 : o.max_new), &model,
                         &seq);
@@ -1201,8 +1403,9 @@ int main(int argc, char **argv)
     else if (rc == 0 && cfg.num_labels > 0)
         rc = classify(ctx, model, &cfg, seq, prompt, nprompt);
     else if (rc == 0 && (rc = eos_ids(&o, cfg.vocab, &eos, &neos)) == 0)
-        rc = o.num_samples > 1 ? generate_samples(&o, model, tok, prompt, nprompt, eos, neos)
-                               : generate(&o, model, tok, prompt, nprompt, eos, neos);
+        rc = o.prompts ? generate_prompts(&o, model, tok, &recs, eos, neos)
+             : o.num_samples > 1 ? generate_samples(&o, model, tok, prompt, nprompt, eos, neos)
+                                 : generate(&o, model, tok, prompt, nprompt, eos, neos);
     records_free(&recs);
     free(prompt);
     free(eos);

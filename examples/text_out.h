@@ -12,4 +12,9 @@
  * bytes written or escaped. */
 size_t text_out_escaped(FILE *f, const unsigned char *s, size_t len, int final);
 
+/* Write s[0..len) to f as a JSON string (with its quotes): valid UTF-8 as it is, '"' and '\\'
+ * escaped, control characters as \n, \t or \u00XX, and each byte that does not belong to a
+ * valid UTF-8 character (a token that ends inside one) as U+FFFD. */
+void text_out_json(FILE *f, const unsigned char *s, size_t len);
+
 #endif

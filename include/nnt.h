@@ -1947,7 +1947,12 @@ NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int
  * prompt, as transformers' apply_chat_template(messages, add_generation_prompt=True) renders
  * the published template (Qwen3: earlier assistant turns without their reasoning), into
  * *ids (*n of them, valid until the next call). Refused as nnt_sft_encode refuses, and a
- * last message not a user's, NNT_E_FORMAT (new in 0.3). */
+ * last message not a user's, NNT_E_FORMAT (new in 0.3). New in 0.4: TRL's prompt-only
+ * records {"prompt": P, ...}, whose other members (a dataset's other columns: a reference
+ * completion, an id) are ignored: P a list of messages, rendered as above (with the record's
+ * chat_template_kwargs and tools); P a string, the ids a training row of {"prompt": P,
+ * "completion": C} begins with (the tokenizer's special tokens before a text, e.g. Llama 3's
+ * <|begin_of_text|>, then P's ids; no template). */
 NNT_API int nnt_sft_encode_prompt(nnt_sft *s, const char *record, size_t len,
                                   const int32_t **ids, size_t *n);
 /* A preference record (TRL's DPO forms; new in 0.3): {"prompt": P, "chosen": C,

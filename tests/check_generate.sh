@@ -11,7 +11,8 @@
 # directory gives the same ids with and without the cache; text is the prompt and its
 # continuation (--continuation-only: the new text), escaped on a terminal, raw into a pipe;
 # --num-samples N generates N sequences side by side (greedy: transformers' ids on every
-# line; sampled: line r is the run with --seed S + r);
+# line; sampled: line r is the run with --seed S + r); --prompts continues each record of a
+# file as it would be alone;
 # bad usage exits 2, a missing model directory 1, and both say why.
 set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
@@ -103,6 +104,70 @@ for m in "5 gemma3_prompts.jsonl 2" "7 gemma3_parts_prompts.jsonl 2"; do
     [ "$got" = "$mwant" ] || { fail "messages_list_$1: got '$got', expected '$mwant'"
                                 cat "$tmp/chat.err"; }
 done
+# --prompts: a file of prompt records, each continued as it would be alone and written back
+# with "generated" (or "generated_ids") and "finish_reason": TRL's prompt-only records of
+# messages (other members kept: "answer") and of text (its continuation, greedy, the same
+# alone as among the others), a "messages" record, a bare list, a blank line; sampled with
+# --num-samples 2, each record's samples those of --chat / --messages with the same seed
+cat > "$tmp/prompts.jsonl" <<'JSONL'
+{"prompt": "The capital of France is", "completion": " Paris.", "id": 7}
+{"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a fruit."}], "answer": "an \"apple\""}
+
+{"messages": [{"role": "user", "content": "Say hello."}]}
+[{"role": "user", "content": "Hello?"}]
+JSONL
+printf '%s\n' '{"messages": [{"role": "user", "content": "Say hello."}]}' > "$tmp/m3.json"
+printf '%s\n' '[{"role": "user", "content": "Hello?"}]' > "$tmp/m4.json"
+head -n 1 "$tmp/prompts.jsonl" > "$tmp/p1.jsonl"
+ids_of() {   # the "generated_ids" lists of a --prompts output: a line each, ids spaced
+    sed 's/.*"generated_ids": \[\(.*\)\], "finish_reason".*/\1/; s/\], \[/\n/g; s/[][,]//g'
+}
+pargs="--load-hf $tmp/chat --max-new-tokens 10 --cpus 2 --print-ids"
+# shellcheck disable=SC2086 # the options are words
+"$prog" $pargs --prompts "$tmp/prompts.jsonl" --temperature 0 > "$tmp/prompts.out" \
+    2> "$tmp/prompts.err" || { fail "--prompts: exit status $?"; cat "$tmp/prompts.err"; }
+[ "$(wc -l < "$tmp/prompts.out")" -eq 4 ] || fail "--prompts: not 4 lines: $(cat "$tmp/prompts.out")"
+grep -q '^nnt-generate: 4 prompts continued: [0-9]* new tokens in ' "$tmp/prompts.err" ||
+    { fail "--prompts: no summary"; cat "$tmp/prompts.err"; }
+# shellcheck disable=SC2086 # the options are words
+p1=$("$prog" $pargs --prompts "$tmp/p1.jsonl" --temperature 0 2> "$tmp/p1.err" | ids_of)
+w2=$("$prog" $pargs --chat --system "Be brief." --prompt "Name a fruit." --temperature 0 2> /dev/null)
+w3=$("$prog" $pargs --messages "$tmp/m3.json" --temperature 0 2> /dev/null)
+w4=$("$prog" $pargs --messages "$tmp/m4.json" --temperature 0 2> /dev/null)
+got=$(ids_of < "$tmp/prompts.out")
+[ -n "$p1" ] && [ -n "$w2" ] && [ "$got" = "$(printf '%s\n%s\n%s\n%s' "$p1" "$w2" "$w3" "$w4")" ] ||
+    fail "--prompts: greedy ids '$got', alone '$p1' '$w2' '$w3' '$w4'"
+grep -q '^{"prompt": "The capital of France is", "completion": " Paris.", "id": 7, "generated_ids": \[' \
+    "$tmp/prompts.out" && grep -q '"answer": "an \\"apple\\"", "generated_ids": \[' "$tmp/prompts.out" &&
+    grep -q '^{"messages": \[{"role": "user", "content": "Hello?"}\], "generated_ids"' "$tmp/prompts.out" &&
+    [ "$(grep -c '"finish_reason": "length"}$' "$tmp/prompts.out")" -eq 4 ] ||
+    { fail "--prompts: the records are not written back with their continuations"; cat "$tmp/prompts.out"; }
+# shellcheck disable=SC2086 # the options are words
+"$prog" $pargs --prompts "$tmp/prompts.jsonl" --temperature 0.9 --seed 5 --num-samples 2 \
+    > "$tmp/samples.out" 2> "$tmp/samples.err" || { fail "--prompts --num-samples 2: exit status $?"; cat "$tmp/samples.err"; }
+got=$(sed -n 2,4p "$tmp/samples.out" | ids_of)
+w2=$("$prog" $pargs --chat --system "Be brief." --prompt "Name a fruit." --temperature 0.9 --seed 5 \
+    --num-samples 2 2> /dev/null)
+w3=$("$prog" $pargs --messages "$tmp/m3.json" --temperature 0.9 --seed 5 --num-samples 2 2> /dev/null)
+w4=$("$prog" $pargs --messages "$tmp/m4.json" --temperature 0.9 --seed 5 --num-samples 2 2> /dev/null)
+[ -n "$w2" ] && [ "$got" = "$(printf '%s\n%s\n%s' "$w2" "$w3" "$w4")" ] ||
+    fail "--prompts --num-samples 2: ids '$got', alone '$w2' '$w3' '$w4'"
+grep -q '"finish_reason": \["length", "length"\]}$' "$tmp/samples.out" ||
+    { fail "--prompts --num-samples 2: finish_reason"; cat "$tmp/samples.out"; }
+# text: the continuation decoded (valid JSON, the eos that stops it left out: "stop")
+eos1=$(echo "$w4" | head -n 1 | cut -d' ' -f3)
+"$prog" --load-hf "$tmp/chat" --prompts "$tmp/prompts.jsonl" --max-new-tokens 10 --cpus 2 \
+    --temperature 0.9 --seed 5 --eos "$eos1" > "$tmp/text.out" 2> "$tmp/text.err" ||
+    { fail "--prompts, text: exit status $?"; cat "$tmp/text.err"; }
+grep -q '"generated": ".*", "finish_reason": "stop"}$' "$tmp/text.out" ||
+    { fail "--prompts: no record stopped at --eos $eos1"; cat "$tmp/text.out"; }
+if command -v python3 > /dev/null; then
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    assert isinstance(r["generated"], str) and r["finish_reason"] in ("stop", "length"), r' \
+        "$tmp/text.out" || fail "--prompts: not JSON lines"
+fi
 # --chat-date: gpt-oss's template dated as the fixtures were made (2025-02-03; its default is
 # today): a developer message and a user's (gptoss_prompts.jsonl line 1) give the new ids of
 # transformers' apply_chat_template ids (gpt_oss.prompts, after the chat_prompts.jsonl ones)
@@ -324,12 +389,12 @@ bad() {
     [ -s "$tmp/bad.out" ] && fail "$*: wrote to stdout"
 }
 bad 2 "give one of --load-hf" --prompt-ids 1
-bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages and --classify" --load-hf "$gqa"
-bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages and --classify" --load-hf "$gqa" \
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages, --prompts and --classify" --load-hf "$gqa"
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages, --prompts and --classify" --load-hf "$gqa" \
     --prompt x --prompt-file "$tmp/prompt.txt"
-bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages and --classify" --load-hf "$gqa" \
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages, --prompts and --classify" --load-hf "$gqa" \
     --prompt x --messages "$tmp/conv.json"
-bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages and --classify" --load-hf "$gqa" \
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids, --messages, --prompts and --classify" --load-hf "$gqa" \
     --prompt x --classify "$tmp/prompt.txt"
 bad 2 "--classify takes texts, not --chat" --load-hf "$gqa" --classify "$tmp/prompt.txt" --chat
 bad 2 "--messages: the system message goes in the file's messages" --load-hf "$tmp/chat" \
@@ -385,6 +450,14 @@ bad 2 "--chat-date and --tokenizer-config go with --chat" --load-hf "$gqa" --pro
 bad 1 "no_thinking: the Gemma 3 template has no switch for thinking" --load-hf "$tmp/chat" \
     --prompt x --chat --no-think
 bad 2 "--chat takes the text of --prompt" --load-hf "$gqa" --prompt-ids 1 --chat
+bad 2 "--prompts: a record's messages are rendered with the chat template" --load-hf "$tmp/chat" \
+    --prompts "$tmp/prompts.jsonl" --chat
+printf '%s\n' '{"prompt": "a"}' '{"prompt": 3}' > "$tmp/badp.jsonl"
+bad 2 "--prompts $tmp/badp.jsonl line 2: nnt_sft_encode_prompt: \"prompt\" is a string or a list" \
+    --load-hf "$tmp/chat" --prompts "$tmp/badp.jsonl"
+printf '\n \n' > "$tmp/nop.jsonl"
+bad 2 "--prompts $tmp/nop.jsonl: no record" --load-hf "$tmp/chat" --prompts "$tmp/nop.jsonl"
+
 rm "$tmp/chat/tokenizer_config.json"
 bad 2 "--chat: no tokenizer_config.json" --load-hf "$tmp/chat" --prompt x --chat
 echo '{"eos_token_id": "</s>"}' > "$tmp/gqa_eos/generation_config.json"

@@ -289,7 +289,7 @@ sft_qwen3_last_query_first|lib/data/sft.c|s@    for (size_t i = msgs->n; i-- > 0
 sft_sharegpt_kept|lib/data/sft.c|s@                if (strcmp(m->keys\[k\], OLD\[w\]) != 0)@                if (1)@|ShareGPT records: from and value not renamed role and content
 sft_sharegpt_pc_kept|lib/data/sft.c|s@for (int k = 0; rc == 0 \&\& k < 6; k++)@for (int k = 2; rc == 0 \&\& k < 6; k++)@|ShareGPT records: from and value not renamed in the lists of a conversational prompt/completion
 sft_all_training_render|lib/data/sft.c|s@    s->published = prompt .*;   /\* TRL without@    s->published = prompt;   /* TRL without@|all_tokens: conversations rendered by the training variant, not the published template
-sft_all_not_counted|lib/data/sft.c|s@        if (rc == 0 \&\& s->all_tokens)@        if (0)@|all_tokens: only the answers counted
+sft_all_not_counted|lib/data/sft.c|s@        if (rc == 0 \&\& s->all_tokens \&\& !prompt)@        if (0)@|all_tokens: only the answers counted
 tokenize_loss_ignored|examples/tokenize_jsonl.c|s@    so.all_tokens = o->all_tokens;@    so.all_tokens = 0;@|nnt-tokenize --loss all: the answers only counted
 sft_no_thinking_ignored|lib/data/sft.c|s@        if (s->no_thinking)   /\* Qwen3@        if (0)   /* Qwen3@|Qwen3 prompts: no_thinking without its empty think block
 sft_no_thinking_any_template|lib/data/sft.c|s@    if (s->no_thinking \&\& s->tmpl != NNT_CHAT_QWEN3) {@    if (0) {@|no_thinking taken with templates that have no switch for it
@@ -459,6 +459,8 @@ kto_batch_one|lib/train/dpo.c|s@    if (unpaired \&\& o->dpo_loss == NNT_DPO_KTO
 unpair_chunk_999|examples/tokenize_jsonl.c|s@enum { UNPAIR_CHUNK = 1000 };@enum { UNPAIR_CHUNK = 999 };@|KTO on paired records: the chosen then rejected rows of each 999 records, not 1000 (TRL)
 unpair_chosen_undesirable|lib/data/sft.c|s@    ids\[0\] = s->pair_ids, counts\[0\] = s->pair_counts, n\[0\] = s->npair, desirable\[0\] = 1;@    ids[0] = s->pair_ids, counts[0] = s->pair_counts, n[0] = s->npair, desirable[0] = 0;@|KTO on paired records: the chosen completion labelled undesirable
 unpair_held_desirable|examples/tokenize_jsonl.c|s@    const float undesirable = 0.0f;@    const float undesirable = 1.0f;@|KTO on paired records: the rejected rows written with the desirable label
+prompt_text_no_affix|lib/data/sft.c|s@        NNT_TRY(encode_record(s, p->s, p->len, 1));@        NNT_TRY(encode_record(s, p->s, p->len, 0));@|a prompt-only record of text without the tokenizer special tokens before it (no bos)
+prompts_never_stop|examples/nnt_generate.c|s@    \*stopped = m < ngen;@    *stopped = 0;@|nnt-generate --prompts: every continuation reported as cut by the length, never stopped by its eos
 unpaired_label_inverted|lib/data/sft.c|s@    \*label = lab->b != 0;@    *label = lab->b == 0;@|unpaired records: true read as undesirable
 writer_values_row_shift|lib/io/tokens.c|s@    memcpy(w->values + row \* k, values, k \* sizeof \*values);@    memcpy(w->values + (row ? row - 1 : row) * k, values, k * sizeof *values);@|token writer: a row values written over the row before
 sft_valued_multi_unchecked|lib/data/sft.c|s@        if (multi \&\& !(values\[i\] >= 0.0f \&\& values\[i\] <= 1.0f))@        if (0 \&\& multi)@|multi-label records: values outside 0..1 taken

@@ -350,6 +350,18 @@ static nnt_sft *chatml_sft(nnt_tokenizer **tok)
     return s;
 }
 
+/* The fixture's NAME.jsonl records (*rec) and KTOTrainer's rows of them, NAME.expected
+ * (*exp). */
+static void open_records(const char *name, FILE **rec, FILE **exp)
+{
+    char file[64];
+    snprintf(file, sizeof file, "%s.jsonl", name);
+    *rec = fopen(path_of(file), "r");
+    snprintf(file, sizeof file, "%s.expected", name);
+    *exp = fopen(path_of(file), "r");
+    ck_assert(*rec && *exp);
+}
+
 /* A row against the next "prompt N" / "ids ..." lines of exp (KTOTrainer's). */
 static void expect_row(FILE *exp, const char *what, const int32_t *ids, const uint8_t *counts,
                        size_t n)
@@ -376,13 +388,11 @@ static void expect_row(FILE *exp, const char *what, const int32_t *ids, const ui
 START_TEST(test_encode_unpaired)
 {
     int by_rows = _i;
-    char record[4096], what[64], expected[4200];
+    char record[4096], what[64];
     nnt_tokenizer *tok = NULL;
     nnt_sft *s = chatml_sft(&tok);
-    FILE *rec = fopen(path_of("text.jsonl"), "r");
-    snprintf(expected, sizeof expected, "%s", path_of("text.expected"));
-    FILE *exp = fopen(expected, "r");
-    ck_assert(rec && exp);
+    FILE *rec, *exp;
+    open_records("text", &rec, &exp);
     static const int LABELS[4] = {1, 0, 1, 0};
     int records = 0;
     while (fgets(record, sizeof record, rec)) {
@@ -457,13 +467,11 @@ END_TEST
  * unpaired records of its prompt and each side; refusals */
 START_TEST(test_encode_unpaired_rows)
 {
-    char record[4096], what[64], expected[4200];
+    char record[4096], what[64];
     nnt_tokenizer *tok = NULL;
     nnt_sft *s = chatml_sft(&tok);
-    FILE *rec = fopen(path_of("text_paired.jsonl"), "r");
-    snprintf(expected, sizeof expected, "%s", path_of("text_paired.expected"));
-    FILE *exp = fopen(expected, "r");
-    ck_assert(rec && exp);
+    FILE *rec, *exp;
+    open_records("text_paired", &rec, &exp);
     const int32_t *ids[2];
     const uint8_t *counts[2];
     size_t n[2];

@@ -449,6 +449,14 @@ START_TEST(test_prompts)
     ck_assert_int_eq((int)nl, nw);
     for (int j = 0; j < nw; j++)
         ck_assert_int_eq(lids[j], want_ids[j]);
+    /* and as TRL's prompt-only record {"prompt": [...]}, its other members ignored */
+    char po[8400];
+    snprintf(po, sizeof po, "{\"id\": 3, \"prompt\": %.*s, \"answer\": [1]}",
+             (int)(end + 1 - list), list);
+    EXPECT_OK(nnt_sft_encode_prompt(s, po, strlen(po), &lids, &nl));
+    ck_assert_int_eq((int)nl, nw);
+    for (int j = 0; j < nw; j++)
+        ck_assert_int_eq(lids[j], want_ids[j]);
     /* a prompt ends with a user message, and is a messages record alone */
     const int32_t *ids;
     size_t n = 0;
@@ -469,6 +477,72 @@ START_TEST(test_prompts)
     const uint8_t *counts;
     EXPECT_OK(nnt_sft_encode(s, ends, strlen(ends), &ids, &counts, &n));
     ck_assert_int_eq(counts[n - 1], 1);
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* TRL's prompt-only records of text {"prompt": P, ...}: the ids a training row of {"prompt":
+ * P, "completion": C} begins with (its ids before the first that counts), which are the
+ * tokenizer's own for P (tokenizer(P): Gemma 3's <bos> first, none for SmolLM2's chatml);
+ * other members ignored; refusals. _i 0 chatml, 1 gemma3. */
+START_TEST(test_prompt_text)
+{
+    const char *name = _i ? "gemma3" : "chatml";
+    char cfg[4300];
+    nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
+    nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
+    static const char *const TEXTS[3] = {"The sky is", "Un caf\u00e9 ", "x"};
+    for (int k = 0; k < 3; k++) {
+        char rec[256], row[256], lab[256];
+        snprintf(rec, sizeof rec, "{\"prompt\": \"%s\", \"completion\": \" blue.\", \"n\": %d}",
+                 TEXTS[k], k);
+        snprintf(row, sizeof row, "{\"prompt\": \"%s\", \"completion\": \" blue.\"}", TEXTS[k]);
+        snprintf(lab, sizeof lab, "{\"text\": \"%s\", \"label\": 0}", TEXTS[k]);
+        const int32_t *ids;
+        size_t n = 0, nr = 0, nl = 0;
+        EXPECT_OK(nnt_sft_encode_prompt(s, rec, strlen(rec), &ids, &n));
+        int32_t p[64];
+        ck_assert(n > 0 && n <= 64);
+        memcpy(p, ids, n * sizeof *ids);
+        const uint8_t *counts;
+        EXPECT_OK(nnt_sft_encode(s, row, strlen(row), &ids, &counts, &nr));
+        size_t first = 0;
+        while (first < nr && !counts[first])
+            first++;
+        ck_assert_msg(first == n, "%s %s: the row counts from %zu, the prompt has %zu ids", name,
+                      TEXTS[k], first, n);
+        ck_assert(memcmp(ids, p, n * sizeof *p) == 0);
+        int64_t label;
+        EXPECT_OK(nnt_sft_encode_labelled(s, lab, strlen(lab), &ids, &nl, &label));
+        ck_assert_msg(nl == n && memcmp(ids, p, n * sizeof *p) == 0, "%s %s: %zu ids, "
+                      "tokenizer(text)'s %zu", name, TEXTS[k], n, nl);
+        ck_assert_int_eq(p[0] == 2, _i);   /* Gemma 3: <bos> (2) first; chatml: no bos */
+    }
+    const int32_t *ids;
+    size_t n = 0;
+    static const struct {
+        const char *record, *says;
+    } BAD[4] = {
+        {"{\"prompt\": 3}", "\"prompt\" is a string or a list of messages"},
+        {"{\"prompt\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"b\"}]}",
+         "\"prompt\" or \"messages\", not both"},
+        {"{\"prompt\": \"a\", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": "
+         "\"f\"}}]}", "\"tools\" with a prompt of text"},
+        {"{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+         "\"content\": \"b\"}]}", "the model answers it"},
+    };
+    for (int k = 0; k < 4; k++)
+        EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, BAD[k].record, strlen(BAD[k].record), &ids,
+                                              &n), NNT_E_FORMAT, BAD[k].says);
+    /* an empty text: Gemma 3's <bos> alone; nothing at all for chatml */
+    static const char EMPTY[] = "{\"prompt\": \"\"}";
+    if (_i) {
+        EXPECT_OK(nnt_sft_encode_prompt(s, EMPTY, strlen(EMPTY), &ids, &n));
+        ck_assert(n == 1 && ids[0] == 2);
+    } else
+        EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, EMPTY, strlen(EMPTY), &ids, &n), NNT_E_FORMAT,
+                        "the prompt encodes to no token");
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }
@@ -2156,6 +2230,7 @@ int main(void)
     tcase_add_test(tc, test_gemma_turns);
     tcase_add_test(tc, test_gemma3_parts);
     tcase_add_loop_test(tc, test_prompts, 0, 14);
+    tcase_add_loop_test(tc, test_prompt_text, 0, 2);
     tcase_add_loop_test(tc, test_conversation_pc, 0, 13);
     tcase_add_loop_test(tc, test_sharegpt, 0, 3);
     tcase_add_loop_test(tc, test_all_tokens, 0, 4);

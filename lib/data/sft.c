@@ -1957,6 +1957,38 @@ static int preference_view(const char *fn, const jv *root, int which, jv *view, 
 static int unpaired_view(const char *fn, const jv *root, jv *view, jv parts[4], char *keys[4],
                          int *label);
 
+/* A prompt-only record {"prompt": P, ...} (TRL's form; its other members, a dataset's other
+ * columns, ignored) for generation: P a list of messages rendered as a "messages" prompt is,
+ * with the record's chat_template_kwargs and tools; P a string: the ids a training row of
+ * {"prompt": P, "completion": C} begins with (the tokenizer's special tokens before the text,
+ * e.g. a bos, then the text's ids). */
+static int encode_prompt_only(nnt_sft *s, const jv *root, const jv *p)
+{
+    static const char fn[] = "nnt_sft_encode_prompt";
+    if (hft_jv_get(root, "messages") || hft_jv_get(root, "conversations"))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt record has \"prompt\" or "
+                        "\"messages\", not both", fn);
+    const jv *kwargs = hft_jv_get(root, "chat_template_kwargs"), *tools = hft_jv_get(root, "tools");
+    if (p->type == JV_STR) {
+        if (tools && tools->type == JV_ARR && tools->n > 0)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"tools\" with a prompt of text: the "
+                            "tools go with a prompt of messages", fn);
+        NNT_TRY(encode_record(s, p->s, p->len, 1));
+        s->n -= s->npost;   /* (the text is continued: no affix after it) */
+        if (s->n == 0)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: the prompt encodes to no token", fn);
+        return NNT_OK;
+    }
+    if (p->type != JV_ARR)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"prompt\" is a string or a list of "
+                        "messages", fn);
+    if (kwargs)
+        NNT_TRY(record_kwargs(s, kwargs));
+    if (tools)
+        NNT_TRY(record_tools(s, tools));
+    return encode_messages(s, p);
+}
+
 /* One JSON value of len bytes (a record) into *root, the caller's to free; malformed or
  * followed by more: NNT_E_FORMAT naming fn, nothing to free. */
 static int parse_record(const char *fn, const char *record, size_t len, jv *root)
@@ -2007,12 +2039,15 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, i
         rc = unpaired_view(by, &root, &view, parts, keys, &s->label);
     else if (pref >= 0)
         rc = preference_view(by, &root, pref % 3, &view, parts, keys);
-    if (rc == 0 && !prompt) {   /* a record's chat_template_kwargs hold for it alone */
+    const jv *prompt_only = prompt && root.type == JV_OBJ ? hft_jv_get(&root, "prompt") : NULL;
+    if (rc == 0 && (!prompt || prompt_only)) {   /* a record's chat_template_kwargs hold for
+                                                    it alone */
         int no_thinking = s->no_thinking;
         char date[sizeof s->date];
         memcpy(date, s->date, sizeof date);
-        rc = encode_value(s, pref >= 0 ? &view : &root);
-        if (rc == 0 && s->all_tokens)
+        rc = prompt ? encode_prompt_only(s, &root, prompt_only)
+                    : encode_value(s, pref >= 0 ? &view : &root);
+        if (rc == 0 && s->all_tokens && !prompt)
             memset(s->counts, 1, s->n);
         s->no_thinking = no_thinking;
         memcpy(s->date, date, sizeof date);
@@ -2020,7 +2055,7 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, i
     else if (rc == 0 && (!messages || (root.type == JV_OBJ && root.n != 1 + (tools != NULL))))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
                       "\"conversations\"; and \"tools\"; no other key), or the list of "
-                      "messages alone", fn);
+                      "messages alone, or {\"prompt\": text or messages, ...}", fn);
     else if (rc == 0 && (!tools || (rc = record_tools(s, tools)) == 0))
         rc = encode_messages(s, messages);
     /* what held for this record alone: options back, the record's tree's values gone */
