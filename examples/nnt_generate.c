@@ -958,6 +958,7 @@ typedef struct record {
     int64_t line, label, len;
     int32_t *ids;
     char *kept;
+    float *target;   /* a classifier on values: a labelled record's values (NULL: none) */
 } record;
 
 typedef struct records {
@@ -968,7 +969,7 @@ typedef struct records {
 static void records_free(records *r)
 {
     for (int64_t i = 0; i < r->n; i++)
-        free(r->r[i].ids), free(r->r[i].kept);
+        free(r->r[i].ids), free(r->r[i].kept), free(r->r[i].target);
     free(r->r);
 }
 
@@ -987,7 +988,7 @@ static int records_add(records *r, int64_t line, int32_t *ids, size_t n, const c
         r->r = more, r->cap = cap;
     }
     record *at = &r->r[r->n++];
-    *at = (record){line, -1, (int64_t)n, ids, keep ? strdup(keep) : NULL};
+    *at = (record){line, -1, (int64_t)n, ids, keep ? strdup(keep) : NULL, NULL};
     r->longest = (int64_t)n > r->longest ? (int64_t)n : r->longest;
     return keep && !at->kept ? lib_error(option, NNT_E_NOMEM) : 0;
 }
@@ -1109,16 +1110,70 @@ static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64
     return status;
 }
 
-/* A classifier trained on values reads no label of a record: 0, or 2 naming the first
- * record that has one (reported) */
-static int unlabelled_records(const char *file, const records *r)
+/* A classifier trained on values (problem, L of them): the labelled records' values read as
+ * nnt-train reads them (nnt_sft_encode_valued: a list of L numbers, in [0, 1] for a
+ * multi-label one); 0, or 2 naming the first record refused (reported) */
+static int value_records(const nnt_tokenizer *tok, int problem, int64_t L, records *r)
 {
-    for (const record *c = r->r; c < r->r + r->n; c++)
-        if (c->kept)
-            return usage("--classify %s line %lld: a record with a label, but the classifier is "
-                         "trained on values (problem_type regression or multi-label): its "
-                         "records give texts alone", file, (long long)c->line);
-    return 0;
+    nnt_sft *s = NULL;
+    int rc = nnt_sft_create(tok, NULL, &s);
+    int status = rc ? lib_error("--classify", rc) : 0;
+    for (record *c = r->r; status == 0 && c < r->r + r->n; c++) {
+        const int32_t *ids = NULL;
+        size_t n = 0;
+        if (!c->kept)
+            continue;
+        if (!(c->target = malloc((size_t)L * sizeof *c->target)))
+            status = lib_error("--classify", NNT_E_NOMEM);
+        else if ((rc = nnt_sft_encode_valued(s, c->kept, strlen(c->kept), problem, L, &ids, &n,
+                                             c->target)) != 0) {
+            fprintf(stderr, "nnt-generate: --classify line %lld: %s\n", (long long)c->line,
+                    nnt_ctx_last_error(NULL));
+            status = 2;
+        }
+    }
+    nnt_sft_destroy(s);
+    return status;
+}
+
+/* The metrics of a classifier on values over the labelled records: regression, the squared
+ * and absolute errors; multi-label, each label right (its probability above 0.5 as its value
+ * is), every label of a record right, and true positive, false positive and false negative
+ * labels (micro F1) */
+typedef struct value_metrics {
+    int64_t records, values, right, exact, tp, fp, fn;
+    double sq, abs;
+} value_metrics;
+
+static void add_value_metrics(value_metrics *m, const double *p, const float *target,
+                              int64_t L)
+{
+    int64_t right = 0;
+    for (int64_t k = 0; k < L; k++) {
+        double d = p[k] - (double)target[k];
+        int said = p[k] > 0.5, is = target[k] > 0.5f;
+        m->sq += d * d, m->abs += fabs(d);
+        right += said == is;
+        m->tp += said && is, m->fp += said && !is, m->fn += !said && is;
+    }
+    m->records++, m->values += L, m->right += right, m->exact += right == L;
+}
+
+static void print_value_metrics(const value_metrics *m, int problem)
+{
+    if (!m->records)
+        return;
+    double n = (double)m->values;
+    if (problem == NNT_PROBLEM_REGRESSION)
+        fprintf(stderr, "; on the %lld with values: mean squared error %.6f (transformers' "
+                "MSELoss), mean absolute error %.6f", (long long)m->records, m->sq / n,
+                m->abs / n);
+    else
+        fprintf(stderr, "; on the %lld with labels: label accuracy %.4f (each label's "
+                "probability above 0.5 as its value is), exact match %.4f, micro F1 %.4f",
+                (long long)m->records, (double)m->right / n,
+                (double)m->exact / (double)m->records,
+                m->tp ? 2.0 * (double)m->tp / (double)(2 * m->tp + m->fp + m->fn) : 0.0);
 }
 
 /* One record's result as a JSON line: {"line": N, "label": K, "name": "...", "probabilities":
@@ -1139,7 +1194,10 @@ static int64_t print_record(const nnt_layer *model, const record *c, const float
         printf(", \"%s\": [", problem == NNT_PROBLEM_MULTI_LABEL ? "probabilities" : "values");
         for (int64_t j = 0; j < L; j++)
             printf("%s%.6f", j ? ", " : "", p[j]);
-        printf("]}\n");
+        printf("]");
+        for (int64_t j = 0; c->target && j < L; j++)   /* (a labelled record's values) */
+            printf("%s%.9g", j ? ", " : ", \"target\": [", (double)c->target[j]);
+        printf("%s}\n", c->target ? "]" : "");
         return -1;
     }
     if (L == 1) {
@@ -1170,6 +1228,7 @@ static int classify_records(nnt_ctx *ctx, nnt_layer *model, const nnt_model_conf
                             int64_t B, int64_t T, const records *r)
 {
     int64_t L = cfg->num_labels, hits = 0, labelled = 0;
+    value_metrics vm = {0};
     int32_t *ids = malloc((size_t)(B * T) * sizeof *ids);
     int64_t *n = malloc((size_t)B * sizeof *n);
     float *out = malloc((size_t)(B * L) * sizeof *out);
@@ -1187,6 +1246,8 @@ static int classify_records(nnt_ctx *ctx, nnt_layer *model, const nnt_model_conf
             int64_t best = print_record(model, c, out + b * L, L, cfg->problem_type, p);
             if (best >= 0 && c->label >= 0)
                 labelled++, hits += best == c->label;
+            if (c->target)   /* (p: its values or probabilities) */
+                add_value_metrics(&vm, p, c->target, L);
         }
     }
     if (rc == 0) {
@@ -1195,6 +1256,7 @@ static int classify_records(nnt_ctx *ctx, nnt_layer *model, const nnt_model_conf
         if (labelled)
             fprintf(stderr, "; accuracy %.4f on the %lld with a label", (double)hits /
                     (double)labelled, (long long)labelled);
+        print_value_metrics(&vm, cfg->problem_type);
         fprintf(stderr, "\n");
     }
     free(ids), free(n), free(out), free(p);
@@ -1395,7 +1457,7 @@ int main(int argc, char **argv)
         rc = usage("--classify %s: a text of %lld tokens, more than the classifier's context "
                    "(%lld)", o.classify, (long long)recs.longest, (long long)seq);
     if (rc == 0 && o.classify && cfg.problem_type != NNT_PROBLEM_DEFAULT)
-        rc = unlabelled_records(o.classify, &recs);
+        rc = value_records(tok, cfg.problem_type, cfg.num_labels, &recs);
     else if (rc == 0 && o.classify && cfg.num_labels > 1)
         rc = label_records(model, tok, cfg.num_labels, &recs);
     if (rc == 0 && o.classify)

@@ -380,8 +380,54 @@ printf '%s\n' '{"text": "Fine."}' '{"text": "Not fine at all."}' > "$tmp/vtexts.
 "$gen" --load-hf "$vfx/reg3" --tokenizer-json "$tokdir/tokenizer.json" --classify "$fx/text_val.jsonl" \
     > "$tmp/vbad.out" 2>&1
 st=$?
-[ "$st" -eq 2 ] && grep -q "line 1: a record with a label, but the classifier is trained on values" "$tmp/vbad.out" ||
-    { echo "FAIL: --classify: a labelled record for a classifier on values: status $st"; cat "$tmp/vbad.out"; fail=1; }
+[ "$st" -eq 2 ] && grep -q "line 1: nnt_sft_encode_valued: the label is 1 value, not a list of as many numbers as the labels (3)" "$tmp/vbad.out" ||
+    { echo "FAIL: --classify: a record of one label for a classifier on 3 values: status $st"; cat "$tmp/vbad.out"; fail=1; }
+# --classify on records with their values: each line's "target", and the metrics over them
+# (regression: the mean squared error, nnt-train's held-out loss of the same records (the
+# trainer's MSE, transformers' within 2e-6), and the mean absolute error; multi-label: label
+# accuracy, exact match, micro F1), as computed here from the printed numbers
+# (multi: records 1 and 2 given the labels the model predicts, so that two are exact)
+"$gen" --load-hf "$vfx/text_multi" --tokenizer-json "$tokdir/tokenizer.json" \
+    --classify "$vfx/text_multi_val.jsonl" > "$tmp/vm_first.out" 2> /dev/null
+awk 'NR == FNR { if (FNR <= 2) { l = $0; sub(/.*"probabilities": \[/, "", l); sub(/\].*/, "", l)
+                     n = split(l, p, ", ")
+                     s = ""; for (k = 1; k <= n; k++) s = s (k > 1 ? ", " : "") (p[k] > 0.5 ? "1.0" : "0.0")
+                     want[FNR] = s }
+                 next }
+     FNR in want { sub(/"label": \[[^]]*\]/, "\"label\": [" want[FNR] "]") } { print }' \
+    "$tmp/vm_first.out" "$vfx/text_multi_val.jsonl" > "$tmp/text_multi_val.jsonl"
+cp "$vfx/text_regression_val.jsonl" "$tmp/"
+for kind in regression multi; do
+    "$gen" --load-hf "$vfx/text_$kind" --tokenizer-json "$tokdir/tokenizer.json" \
+        --classify "$tmp/text_${kind}_val.jsonl" > "$tmp/vm_$kind.out" 2> "$tmp/vm_$kind.err" ||
+        { echo "FAIL: --classify on $kind records with values: exit status $?"; cat "$tmp/vm_$kind.err"; fail=1; }
+    # the printed numbers and targets, one record a line: "p1 p2 ... | t1 t2 ..."
+    sed 's/.*"\(values\|probabilities\)": \[\([^]]*\)\], "target": \[\([^]]*\)\]}$/\2 | \3/; s/,//g' \
+        "$tmp/vm_$kind.out" > "$tmp/vm_$kind.num"
+done
+want=$(awk -F' [|] ' '{ n = split($1, p, " "); split($2, t, " ")
+    for (k = 1; k <= n; k++) { d = p[k] - t[k]; sq += d * d; ab += d < 0 ? -d : d; m++ } }
+    END { printf "%.6f %.6f", sq / m, ab / m }' "$tmp/vm_regression.num")
+got=$(sed -n 's/.*mean squared error \([0-9.]*\) (transformers. MSELoss), mean absolute error \([0-9.]*\).*/\1 \2/p' \
+    "$tmp/vm_regression.err")
+"$prog" --load-hf "$vfx/text_regression" --tokenizer-json "$tokdir/tokenizer.json" \
+    --val-data "$vfx/text_regression_val.jsonl" --steps 0 --seq 48 --batch 4 --sample 0 \
+    --no-save --out "$tmp/vm_train" > "$tmp/vm_train.out" 2>&1
+loss=$(sed -n 's/^validation: regression loss \([0-9.]*\) at step 0.*/\1/p' "$tmp/vm_train.out")
+echo "# --classify regression: mse, mae $got; from the lines $want; nnt-train's held-out loss $loss"
+[ "$(grep -c '"target": \[' "$tmp/vm_regression.out")" -eq 4 ] && [ -n "$got" ] &&
+    within 1e-5 "$got" "$want" && [ "${got%% *}" = "$loss" ] ||
+    { echo "FAIL: --classify's regression metrics"; cat "$tmp/vm_regression.out" "$tmp/vm_regression.err"; fail=1; }
+want=$(awk -F' [|] ' '{ n = split($1, p, " "); split($2, t, " "); r = 0
+    for (k = 1; k <= n; k++) { s = p[k] > 0.5; i = t[k] > 0.5; r += s == i; m++
+        tp += s && i; fp += s && !i; fn += !s && i }
+    right += r; exact += r == n; recs++ }
+    END { printf "%.4f %.4f %.4f", right / m, exact / recs, 2 * tp / (2 * tp + fp + fn) }' "$tmp/vm_multi.num")
+got=$(sed -n 's/.*label accuracy \([0-9.]*\) (.*), exact match \([0-9.]*\), micro F1 \([0-9.]*\)$/\1 \2 \3/p' \
+    "$tmp/vm_multi.err")
+echo "# --classify multi-label: label accuracy, exact match, micro F1 $got; from the lines $want"
+[ -n "$got" ] && [ "$got" = "$want" ] && [ "$(echo "$got" | cut -d' ' -f2)" = 0.5000 ] ||
+    { echo "FAIL: --classify's multi-label metrics"; cat "$tmp/vm_multi.out" "$tmp/vm_multi.err"; fail=1; }
 # nnt-train on records of values ({"text", "label": [values]}): 3 steps and the held-out loss
 # of transformers' regression and multi-label losses (text_<kind>.safetensors). Measured (AMD
 # Zen 4, 2 cores): the steps' losses within 2e-6 and the multi-label held-out loss within the

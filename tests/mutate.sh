@@ -461,6 +461,8 @@ unpair_chosen_undesirable|lib/data/sft.c|s@    ids\[0\] = s->pair_ids, counts\[0
 unpair_held_desirable|examples/tokenize_jsonl.c|s@    const float undesirable = 0.0f;@    const float undesirable = 1.0f;@|KTO on paired records: the rejected rows written with the desirable label
 prompt_text_no_affix|lib/data/sft.c|s@        NNT_TRY(encode_record(s, p->s, p->len, 1));@        NNT_TRY(encode_record(s, p->s, p->len, 0));@|a prompt-only record of text without the tokenizer special tokens before it (no bos)
 prompts_never_stop|examples/nnt_generate.c|s@    \*stopped = m < ngen;@    *stopped = 0;@|nnt-generate --prompts: every continuation reported as cut by the length, never stopped by its eos
+classify_exact_any|examples/nnt_generate.c|s@    m->records++, m->values += L, m->right += right, m->exact += right == L;@    m->records++, m->values += L, m->right += right, m->exact += right > 0;@|nnt-generate --classify, multi-label: a record counted exact when any label is right
+classify_mse_abs|examples/nnt_generate.c|s@        m->sq += d \* d, m->abs += fabs(d);@        m->sq += fabs(d), m->abs += fabs(d);@|nnt-generate --classify, regression: the absolute error reported as the squared one
 unpaired_label_inverted|lib/data/sft.c|s@    \*label = lab->b != 0;@    *label = lab->b == 0;@|unpaired records: true read as undesirable
 writer_values_row_shift|lib/io/tokens.c|s@    memcpy(w->values + row \* k, values, k \* sizeof \*values);@    memcpy(w->values + (row ? row - 1 : row) * k, values, k * sizeof *values);@|token writer: a row values written over the row before
 sft_valued_multi_unchecked|lib/data/sft.c|s@        if (multi \&\& !(values\[i\] >= 0.0f \&\& values\[i\] <= 1.0f))@        if (0 \&\& multi)@|multi-label records: values outside 0..1 taken
