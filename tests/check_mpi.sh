@@ -15,7 +15,8 @@
 # to disk); --distribute data
 # and its checkpoint resumed by one process; a Llama-family model under both
 # distributions, and with LoRA adapters; packed rows (example starts) with --recompute; DPO
-# on pairs of rows (the reference and the held-out pairs);
+# on pairs of rows (the reference and the held-out pairs), ORPO, SimPO and RPO with the data
+# distributed; a regression and KTO with the data distributed;
 # mixture-of-experts models (moe-tiny and gpt-oss-tiny through
 # nnt-train, Qwen2-MoE through test_mpi moe) under both distributions; SIGTERM to both
 # ranks or to one, SIGUSR1 to one: the ranks stop or save after the same step). A library
@@ -427,21 +428,26 @@ for dist in sharded data; do
 done
 grep -q '^val 3 loss' "$tmp/d_one.txt" || fail "nnt-train DPO: no validation line"
 echo "nnt-train -np 2 DPO: $(grep -c '^step' "$tmp/d_one.txt") steps and a validation, one process's losses and checkpoint under both distributions"
-# ORPO (no reference; its nll term reads the prompts' targets too): one process's losses and
-# checkpoint with the data distributed
-# shellcheck disable=SC2086
-$TIMEOUT "$train_prog" $dpo --dpo-loss orpo --out "$tmp/o_one" > "$tmp/o_one.txt" \
-    2> "$tmp/o_one.err" || { fail "nnt-train ORPO, one process: exit status $?"; tail -n 3 "$tmp/o_one.err"; }
-# shellcheck disable=SC2086
-$TIMEOUT $MPIRUN "$train_prog" $dpo --dpo-loss orpo --distribute data --out "$tmp/o_data" \
-    > "$tmp/o_data.txt" 2> "$tmp/o_data.err" ||
-    { fail "nnt-train -np 2 ORPO --distribute data: exit status $?"; tail -n 3 "$tmp/o_data.err"; }
-cmp -s "$tmp/o_one.txt" "$tmp/o_data.txt" ||
-    fail "nnt-train -np 2 ORPO --distribute data: other losses than one process"
-cmp -s "$tmp/o_one/checkpoint.safetensors" "$tmp/o_data/checkpoint.safetensors" ||
-    fail "nnt-train -np 2 ORPO --distribute data: the checkpoint differs"
-cmp -s "$tmp/o_one.txt" "$tmp/d_one.txt" && fail "nnt-train ORPO: the losses of DPO"
-echo "nnt-train -np 2 ORPO: one process's losses and checkpoint with the data distributed"
+# ORPO (no reference; its nll term reads the prompts' targets too), SimPO (no reference; the
+# log-likelihoods averaged over each sequence's tokens) and RPO (DPO plus the chosen
+# sequences' nll): one process's losses and checkpoint with the data distributed
+for loss in "orpo" "simpo --simpo-gamma 0.3" "sigmoid --rpo-alpha 0.5"; do
+    name=${loss%% *}
+    case $loss in *rpo-alpha*) name="RPO (sigmoid with --rpo-alpha)";; esac
+    # shellcheck disable=SC2086
+    $TIMEOUT "$train_prog" $dpo --dpo-loss $loss --out "$tmp/o_one" > "$tmp/o_one.txt" \
+        2> "$tmp/o_one.err" || { fail "nnt-train --dpo-loss $loss, one process: exit status $?"; tail -n 3 "$tmp/o_one.err"; }
+    # shellcheck disable=SC2086
+    $TIMEOUT $MPIRUN "$train_prog" $dpo --dpo-loss $loss --distribute data --out "$tmp/o_data" \
+        > "$tmp/o_data.txt" 2> "$tmp/o_data.err" ||
+        { fail "nnt-train -np 2 --dpo-loss $loss --distribute data: exit status $?"; tail -n 3 "$tmp/o_data.err"; }
+    cmp -s "$tmp/o_one.txt" "$tmp/o_data.txt" ||
+        fail "nnt-train -np 2 --dpo-loss $loss --distribute data: other losses than one process"
+    cmp -s "$tmp/o_one/checkpoint.safetensors" "$tmp/o_data/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 --dpo-loss $loss --distribute data: the checkpoint differs"
+    cmp -s "$tmp/o_one.txt" "$tmp/d_one.txt" && fail "nnt-train --dpo-loss $loss: the losses of DPO"
+    echo "nnt-train -np 2 $name: one process's losses and checkpoint with the data distributed"
+done
 # a regression (tests/fixtures/cls_values: rows carrying values, nnt-tokenize --problem-type):
 # each rank gives the model its rows' values; one process's losses and checkpoint
 vfx="$top_srcdir/tests/fixtures/cls_values"
