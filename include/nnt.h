@@ -2098,8 +2098,12 @@ typedef struct nnt_trainer_report {
                                     (TRL's rewards/margins; dpo_accuracy 0); 0 otherwise     */
     /* new in 0.3 (read them only when size covers them) */
     double accuracy;             /* a classifier's (num_labels >= 2) validation: the share of
-                                    its examples whose largest logit is their label; else 0  */
-    int64_t examples;            /* that validation's examples (its counted targets)         */
+                                    its examples whose largest logit is their label; a
+                                    multi-label one's (0.4): the share of its examples'
+                                    labels whose sigmoid(logit) > 0.5 when their value
+                                    is; else 0                                               */
+    int64_t examples;            /* that validation's examples (its counted targets; 0.4:
+                                    a multi-label classifier's examples)                     */
     /* new in 0.4 (read it only when size covers it) */
     double kl;                   /* NNT_DPO_KTO: the mean over the step's (validation's)
                                     micro-batches of their kl estimate (TRL's kl); else 0    */

@@ -428,6 +428,16 @@ got=$(sed -n 's/.*label accuracy \([0-9.]*\) (.*), exact match \([0-9.]*\), micr
 echo "# --classify multi-label: label accuracy, exact match, micro F1 $got; from the lines $want"
 [ -n "$got" ] && [ "$got" = "$want" ] && [ "$(echo "$got" | cut -d' ' -f2)" = 0.5000 ] ||
     { echo "FAIL: --classify's multi-label metrics"; cat "$tmp/vm_multi.out" "$tmp/vm_multi.err"; fail=1; }
+# nnt-train's validation of the same records: the same label accuracy (val line, summary,
+# val.csv's accuracy column)
+"$prog" --load-hf "$vfx/text_multi" --tokenizer-json "$tokdir/tokenizer.json" \
+    --val-data "$tmp/text_multi_val.jsonl" --steps 0 --seq 48 --batch 2 --val-batches 2 \
+    --sample 0 --no-save --out "$tmp/vm_val" > "$tmp/vm_val.out" 2>&1
+acc=$(sed -n 's/^val  0\/0  loss [0-9.]*  label accuracy \([0-9.]*\)  on 4 held-out examples .*/\1/p' "$tmp/vm_val.out")
+echo "# nnt-train's validation: label accuracy $acc"
+[ -n "$acc" ] && [ "$acc" = "$(echo "$got" | cut -d' ' -f1)" ] &&
+    grep -q "^validation: multi-label loss [0-9.]*, label accuracy $acc at step 0" "$tmp/vm_val.out" ||
+    { echo "FAIL: nnt-train's validation of a multi-label classifier: not --classify's label accuracy"; cat "$tmp/vm_val.out"; fail=1; }
 # nnt-train on records of values ({"text", "label": [values]}): 3 steps and the held-out loss
 # of transformers' regression and multi-label losses (text_<kind>.safetensors). Measured (AMD
 # Zen 4, 2 cores): the steps' losses within 2e-6 and the multi-label held-out loss within the
@@ -447,7 +457,13 @@ for kind in regression multi; do
         --val-data "$vfx/text_${kind}_val.jsonl" --batch 2 --accum 2 --tile-seq 7 \
         --save-hf "$tmp/v_$kind" --out "$tmp/v_$kind" > "$tmp/v_$kind.out" 2> "$tmp/v_$kind.err" ||
         { echo "FAIL: nnt-train on $kind records: exit status $?"; tail -n 5 "$tmp/v_$kind.err"; fail=1; }
-    got="$(sed -n 's/^step [0-9]* loss //p; s/^val 3 loss \([0-9.]*\)$/\1/p' "$tmp/v_$kind.out" | tr '\n' ' ')"
+    got="$(sed -n 's/^step [0-9]* loss //p; s/^val 3 loss \([0-9.]*\)\( accuracy [0-9.]*\)\{0,1\}$/\1/p' "$tmp/v_$kind.out" | tr '\n' ' ')"
+    # (a multi-label classifier's validation adds its label accuracy; a regression's nothing)
+    if [ $kind = multi ]; then
+        grep -q '^val 3 loss [0-9.]* accuracy 0\.[0-9]*$' "$tmp/v_$kind.out"
+    else
+        ! grep -q 'accuracy' "$tmp/v_$kind.out"
+    fi || { echo "FAIL: nnt-train on $kind records: the validation line"; grep '^val' "$tmp/v_$kind.out"; fail=1; }
     echo "# $kind records: nnt $got; PyTorch $ref"
     within "$VTOL" "$got" "$ref" ||
         { echo "FAIL: nnt-train on $kind records: losses differ from PyTorch's by more than $VTOL"; fail=1; }

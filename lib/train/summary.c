@@ -133,14 +133,16 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
             "after it in the data; validation: loss and accuracy\n", (long long)tr->labels);
     if (tr->values_k)
         add(t, "loss:      %s over its %lld %s at each example's last token (transformers' "
-            "%s), the values its data row carries\n",
+            "%s), the values its data row carries%s\n",
             mc.problem_type == NNT_PROBLEM_REGRESSION ? "a regression's mean squared error"
                                                       : "a multi-label classifier's binary "
                                                         "cross-entropy with logits",
             (long long)tr->values_k, mc.problem_type == NNT_PROBLEM_REGRESSION ? "values"
                                                                                : "labels",
             mc.problem_type == NNT_PROBLEM_REGRESSION ? "regression"
-                                                      : "multi_label_classification");
+                                                      : "multi_label_classification",
+            mc.problem_type == NNT_PROBLEM_REGRESSION ? "" : "; validation: loss and label "
+            "accuracy (each label's probability above 0.5 when its value is)");
 }
 
 static void add_validation(const nnt_trainer *tr, nnt_text *t)
@@ -312,7 +314,7 @@ void nnt_trainer_text_files(const nnt_trainer *tr, nnt_text *t)
         add_file(t, o->log_dir, "loss.svg", "loss curve");
     }
     if (tr->logs_open && o->val_batches)
-        add_file(t, o->log_dir, "val.csv", tr->labels
+        add_file(t, o->log_dir, "val.csv", nnt_trainer_has_accuracy(tr)
                  ? "validation log: step, loss on the held-out tokens, tokens, accuracy"
                  : "validation log: step, loss on the held-out tokens, tokens");
     snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f", tr->best_val);

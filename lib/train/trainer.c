@@ -175,6 +175,11 @@ static int classifier_prepare(nnt_trainer *tr, const char *fn, int64_t labels)
 /* A classifier trained on values (regression, multi-label) trains on rows that carry them:
  * each text then a token that counts, its pooled position (nnt-tokenize --problem-type;
  * nnt_token_writer_write_example_values), as many values a row as it has labels. */
+int nnt_trainer_has_accuracy(const nnt_trainer *tr)
+{
+    return tr->labels > 0 || (tr->values_k > 0 && tr->values_problem == NNT_PROBLEM_MULTI_LABEL);
+}
+
 const char *nnt_trainer_values_kind(const nnt_trainer *tr)
 {
     return tr->values_problem == NNT_PROBLEM_REGRESSION ? "regression" : "multi-label";
@@ -439,8 +444,9 @@ static int open_logs(nnt_trainer *tr)
     tr->nvalidations = 0, tr->low_val = HUGE_VAL, tr->low_val_step = tr->last_val_step = 0;
     NNT_TRY(start_log(tr, "train.csv", header, 0, &tr->csv));
     return tr->o.val_batches > 0
-               ? start_log(tr, "val.csv", tr->labels ? "step,val_loss,tokens,accuracy\n"
-                                                     : "step,val_loss,tokens\n", 1, &tr->val_csv)
+               ? start_log(tr, "val.csv", nnt_trainer_has_accuracy(tr)
+                                              ? "step,val_loss,tokens,accuracy\n"
+                                              : "step,val_loss,tokens\n", 1, &tr->val_csv)
                : NNT_OK;
 }
 
@@ -843,6 +849,22 @@ static void read_memory(nnt_trainer *tr, nnt_mem_stats *ms, nnt_trainer_report *
         r->mem_used_bytes += ms->node[i].used_bytes, r->mem_peak_bytes += ms->node[i].peak_bytes;
 }
 
+/* A multi-label classifier's last forward (of targets): its rows' labels (*counted) and
+ * those whose probability sigmoid(logit) is above 0.5 when their value is (*hits). */
+static int label_value_hits(nnt_trainer *tr, int64_t *hits, int64_t *counted)
+{
+    int64_t n = tr->o.batch * tr->values_k;
+    float *logits = malloc((size_t)n * sizeof *logits);
+    if (!logits)
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer_validate: out of memory");
+    int rc = nnt_model_pooled_logits(tr->model, logits, n);
+    *hits = 0, *counted = rc == 0 ? n : 0;
+    for (int64_t i = 0; rc == 0 && i < n; i++)
+        *hits += (logits[i] > 0.0f) == (tr->values[i] > 0.5f);
+    free(logits);
+    return rc;
+}
+
 /* The cross-entropy of the validation windows into r->loss. */
 static int xent_validation(nnt_trainer *tr, nnt_trainer_report *r)
 {
@@ -874,13 +896,15 @@ static int xent_validation(nnt_trainer *tr, nnt_trainer_report *r)
             rc = nnt_layer_loss(tr->model, &loss);
         if (rc == 0 && tr->labels)
             rc = nnt_model_label_hits(tr->model, &h, &c);
+        else if (rc == 0 && nnt_trainer_has_accuracy(tr))   /* (multi-label: labels) */
+            rc = label_value_hits(tr, &h, &c);
         sum += loss, hits += h, labelled += c;
     }
     nnt_layer_set_positions(tr->model, NULL);
     tr->ctx->no_dropout = 0;
     r->loss = sum / (double)o->val_batches;
     r->accuracy = labelled ? (double)hits / (double)labelled : 0.0;
-    r->examples = labelled;
+    r->examples = tr->labels || !tr->values_k ? labelled : labelled / tr->values_k;
     return rc;
 }
 
@@ -917,7 +941,7 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: loss history: out of memory");
     if (tr->val_csv) {
         fprintf(tr->val_csv, "%lld,%.9g,%lld", (long long)step, r.loss, (long long)r.tokens);
-        fprintf(tr->val_csv, tr->labels ? ",%.9g\n" : "\n", r.accuracy);
+        fprintf(tr->val_csv, nnt_trainer_has_accuracy(tr) ? ",%.9g\n" : "\n", r.accuracy);
         if (fflush(tr->val_csv))
             return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot write val.csv: %s",
                             strerror(errno));

@@ -162,6 +162,10 @@ double nnt_dpo_row_loss(const nnt_trainer_options *o, double lr, double kl, int 
 const char *nnt_dpo_kind(const nnt_trainer *tr);
 /* A classifier trained on values: "regression" or "multi-label" (the messages' name) */
 const char *nnt_trainer_values_kind(const nnt_trainer *tr);
+/* 1 when the trainer's validation reports an accuracy: a classifier of one label a text
+ * (its largest logit), or a multi-label one (each label's probability above 0.5 when its
+ * value is: the label accuracy) */
+int nnt_trainer_has_accuracy(const nnt_trainer *tr);
 /* A pair's term of o's loss (o->dpo_loss, dpo_beta, simpo_gamma) from its rows' log ratios
  * lc, lr (summed over their counted targets, nc and nr of them, >= 1 for SimPO and ORPO; the
  * reference-free losses: the log-likelihoods); *dc, *dr its derivatives by lc and lr. */
