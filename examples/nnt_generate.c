@@ -1076,27 +1076,35 @@ static int read_records(const opts *o, nnt_sft *s, records *r)
     return status;
 }
 
-/* The labels of the labelled records, read as nnt-train reads them (an index, or one of the
- * model's label names). */
-static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64_t L,
-                         records *r)
+/* The labels of the labelled records, read as nnt-train reads them: an index, or one of the
+ * model's label names (nnt_sft_encode_labelled); a classifier trained on values (problem), a
+ * list of L numbers, in [0, 1] for a multi-label one (nnt_sft_encode_valued, into the
+ * record's target). 0, or 2 naming the first record refused (reported). */
+static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int problem,
+                         int64_t L, records *r)
 {
     char (*buf)[256] = malloc((size_t)L * sizeof *buf);
     const char **names = malloc((size_t)L * sizeof *names);
     nnt_sft *s = NULL;
     int rc = buf && names ? nnt_sft_create(tok, NULL, &s) : NNT_E_NOMEM;
-    for (int64_t k = 0; rc == 0 && k < L; k++)
+    for (int64_t k = 0; rc == 0 && problem == NNT_PROBLEM_DEFAULT && k < L; k++)
         if ((rc = nnt_model_label_name(model, k, buf[k], sizeof buf[k])) == 0)
             names[k] = buf[k];
-    if (rc == 0 && L > 1)
+    if (rc == 0 && problem == NNT_PROBLEM_DEFAULT && L > 1)
         rc = nnt_sft_set_label_names(s, names, L);
     int status = rc ? lib_error("--classify", rc) : 0;
     for (record *c = r->r; status == 0 && c < r->r + r->n; c++) {
         const int32_t *ids = NULL;
-        size_t n = 0;
+        size_t n = 0, len = c->kept ? strlen(c->kept) : 0;
         if (!c->kept)
             continue;
-        rc = nnt_sft_encode_labelled(s, c->kept, strlen(c->kept), &ids, &n, &c->label);
+        int values = problem != NNT_PROBLEM_DEFAULT;
+        if (values && !(c->target = malloc((size_t)L * sizeof *c->target))) {
+            status = lib_error("--classify", NNT_E_NOMEM);
+            break;
+        }
+        rc = values ? nnt_sft_encode_valued(s, c->kept, len, problem, L, &ids, &n, c->target)
+                    : nnt_sft_encode_labelled(s, c->kept, len, &ids, &n, &c->label);
         if (rc == 0 && c->label >= L)
             fprintf(stderr, "nnt-generate: --classify line %lld: label %lld, but the model has "
                     "%lld labels\n", (long long)c->line, (long long)c->label, (long long)L);
@@ -1107,32 +1115,6 @@ static int label_records(const nnt_layer *model, const nnt_tokenizer *tok, int64
     }
     nnt_sft_destroy(s);
     free(buf), free(names);
-    return status;
-}
-
-/* A classifier trained on values (problem, L of them): the labelled records' values read as
- * nnt-train reads them (nnt_sft_encode_valued: a list of L numbers, in [0, 1] for a
- * multi-label one); 0, or 2 naming the first record refused (reported) */
-static int value_records(const nnt_tokenizer *tok, int problem, int64_t L, records *r)
-{
-    nnt_sft *s = NULL;
-    int rc = nnt_sft_create(tok, NULL, &s);
-    int status = rc ? lib_error("--classify", rc) : 0;
-    for (record *c = r->r; status == 0 && c < r->r + r->n; c++) {
-        const int32_t *ids = NULL;
-        size_t n = 0;
-        if (!c->kept)
-            continue;
-        if (!(c->target = malloc((size_t)L * sizeof *c->target)))
-            status = lib_error("--classify", NNT_E_NOMEM);
-        else if ((rc = nnt_sft_encode_valued(s, c->kept, strlen(c->kept), problem, L, &ids, &n,
-                                             c->target)) != 0) {
-            fprintf(stderr, "nnt-generate: --classify line %lld: %s\n", (long long)c->line,
-                    nnt_ctx_last_error(NULL));
-            status = 2;
-        }
-    }
-    nnt_sft_destroy(s);
     return status;
 }
 
@@ -1456,10 +1438,9 @@ int main(int argc, char **argv)
     if (rc == 0 && o.classify && recs.longest > seq)
         rc = usage("--classify %s: a text of %lld tokens, more than the classifier's context "
                    "(%lld)", o.classify, (long long)recs.longest, (long long)seq);
-    if (rc == 0 && o.classify && cfg.problem_type != NNT_PROBLEM_DEFAULT)
-        rc = value_records(tok, cfg.problem_type, cfg.num_labels, &recs);
-    else if (rc == 0 && o.classify && cfg.num_labels > 1)
-        rc = label_records(model, tok, cfg.num_labels, &recs);
+    if (rc == 0 && o.classify &&   /* (a reward model's records: texts alone) */
+        (cfg.num_labels > 1 || cfg.problem_type != NNT_PROBLEM_DEFAULT))
+        rc = label_records(model, tok, cfg.problem_type, cfg.num_labels, &recs);
     if (rc == 0 && o.classify)
         rc = classify_records(ctx, model, &cfg, o.batch, seq, &recs);
     else if (rc == 0 && cfg.num_labels > 0)
