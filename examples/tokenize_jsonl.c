@@ -148,33 +148,29 @@ static int unpair_hold(unpair_chunk *c, const char *where, const int32_t *ids,
     return 0;
 }
 
-/* An unpaired or paired record read for KTO: its rows into ids/counts/n (*rows of them,
- * labels into good), the paired ones' rejected row held in c; a record of the other form
- * than the first is refused. */
+/* An unpaired or paired record read for KTO: its first row into ids[0], counts[0], n[0]
+ * (its label into good[0]), a paired one's rejected row held in c; a record of the other
+ * form than the first is refused. */
 static int unpaired_record(const char *where, nnt_sft *s, const char *record, size_t len,
                            unpair_chunk *c, const int32_t *ids[2], const uint8_t *counts[2],
-                           size_t n[2], int good[2], int *rows)
+                           size_t n[2], int good[2])
 {
-    int e = nnt_sft_encode_unpaired_rows(s, record, len, ids, counts, n, good, rows);
+    int rows = 0, e = nnt_sft_encode_unpaired_rows(s, record, len, ids, counts, n, good, &rows);
     if (e)
         return fail_lib(where, e);
     if (c->form == 0) {
-        c->form = *rows;
+        c->form = rows;
         snprintf(c->first, sizeof c->first, "%s", where);
     }
-    if (c->form != *rows) {
+    if (c->form != rows) {
         const char *first = c->form == 2 ? "paired" : "unpaired";
         fprintf(stderr, "%s: %s: %s preference record among %s ones (the first, %s, is %s): "
                 "give records of one form\n", prog, where,
-                *rows == 2 ? "a paired" : "an unpaired", first, c->first, first);
+                rows == 2 ? "a paired" : "an unpaired", first, c->first, first);
         return 1;
     }
-    if (*rows == 2) {   /* the rejected row waits for the chunk's end */
-        if (unpair_hold(c, where, ids[1], counts[1], n[1]))
-            return 1;
-        *rows = 1;
-    }
-    return 0;
+    /* (the rejected row waits for the chunk's end) */
+    return rows == 2 ? unpair_hold(c, where, ids[1], counts[1], n[1]) : 0;
 }
 
 /* The records of one file into the writer (preference: a record's chosen and rejected
@@ -184,7 +180,7 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
 {
     int64_t T = o->seq;
     int preference = o->preference;
-    float label[2] = {0.0f, 0.0f};   /* an unpaired record's rows' (their rows' values) */
+    float label = 0.0f;   /* an unpaired record's (its row's value) */
     int32_t *row = NULL;
     uint8_t *row_counts = NULL;
     size_t row_cap = 0;
@@ -223,11 +219,11 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
                 break;
             ids[0] = row, counts[0] = row_counts;
         } else if (o->unpaired) {
-            int good[2] = {0, 0}, rows = 0;
+            int good[2] = {0, 0};
             if ((rc = unpaired_record(where, s, line + bom, (size_t)(len - bom), chunk, ids,
-                                      counts, n, good, &rows)) != 0)
+                                      counts, n, good)) != 0)
                 break;
-            label[0] = (float)good[0];
+            label = (float)good[0];
             st->desirable += good[0];
             st->paired += chunk->form == 2;
         } else {
@@ -241,7 +237,7 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, const jso
             }
         }
         for (int k = 0; rc == 0 && k < 1 + preference; k++)
-            rc = write_one(where, w, T, ids[k], counts[k], n[k], o->unpaired ? label : values,
+            rc = write_one(where, w, T, ids[k], counts[k], n[k], o->unpaired ? &label : values,
                            st);
         if (rc == 0 && chunk->records == UNPAIR_CHUNK)
             rc = unpair_flush(chunk, w, T, st);

@@ -2003,10 +2003,11 @@ static int parse_record(const char *fn, const char *record, size_t len, jv *root
 }
 
 /* nnt_sft_encode, or (prompt) nnt_sft_encode_prompt's rendering, or (pref 0 or 1) the chosen
- * or rejected sequence of a preference record (nnt_sft_encode_preference), or (pref 2) an
- * unpaired record's sequence, its label into s->label (nnt_sft_encode_unpaired); pref 3, 4,
- * 5: as 0, 1, 2 for nnt_sft_encode_unpaired_rows (its name in the messages) */
-static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, int pref)
+ * or rejected sequence of a preference record, or (pref 2) an unpaired record's sequence, its
+ * label into s->label; by: the public function reading a record's view (its name in the
+ * messages about it) */
+static int encode_json(nnt_sft *s, const char *by, const char *record, size_t len, int prompt,
+                       int pref)
 {
     static const char fn[] = "nnt_sft_encode";
     jv root;
@@ -2032,13 +2033,10 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt, i
     const jv *tools = root.type == JV_OBJ ? hft_jv_get(&root, "tools") : NULL;
     jv view, parts[4];   /* a preference record's side: {"prompt": P, "completion": C, ...} */
     char *keys[4];
-    const char *by = pref < 2    ? "nnt_sft_encode_preference"
-                     : pref == 2 ? "nnt_sft_encode_unpaired"
-                                 : "nnt_sft_encode_unpaired_rows";
-    if (pref == 2 || pref == 5)
+    if (pref == 2)
         rc = unpaired_view(by, &root, &view, parts, keys, &s->label);
     else if (pref >= 0)
-        rc = preference_view(by, &root, pref % 3, &view, parts, keys);
+        rc = preference_view(by, &root, pref, &view, parts, keys);
     const jv *prompt_only = prompt && root.type == JV_OBJ ? hft_jv_get(&root, "prompt") : NULL;
     if (rc == 0 && (!prompt || prompt_only)) {   /* a record's chat_template_kwargs hold for
                                                     it alone */
@@ -2074,7 +2072,7 @@ NNT_API int nnt_sft_encode_prompt(nnt_sft *s, const char *record, size_t len,
     if (!s || (!record && len) || !ids || !n)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_sft_encode_prompt: a NULL argument");
     *ids = NULL, *n = 0;
-    NNT_TRY(encode_json(s, record, len, 1, -1));
+    NNT_TRY(encode_json(s, "nnt_sft_encode_prompt", record, len, 1, -1));
     *ids = s->ids, *n = s->n;
     return NNT_OK;
 }
@@ -2086,7 +2084,7 @@ NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int
     if (!s || (!record && len) || !ids || !counts || !n)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
     *ids = NULL, *counts = NULL, *n = 0;
-    NNT_TRY(encode_json(s, record, len, 0, -1));
+    NNT_TRY(encode_json(s, fn, record, len, 0, -1));
     *ids = s->ids, *counts = s->counts, *n = s->n;
     return NNT_OK;
 }
@@ -2210,11 +2208,11 @@ static size_t first_counted(const uint8_t *counts, size_t n)
     return k;
 }
 
-/* A preference record's two sides (which0: pref code of its chosen side, 0 or 3): the chosen
- * sequence into s->pair_ids / pair_counts (npair), the rejected one into s->ids / counts. */
-static int encode_sides(nnt_sft *s, const char *fn, const char *record, size_t len, int which0)
+/* A preference record's two sides (fn: the public function reading it): the chosen sequence
+ * into s->pair_ids / pair_counts (npair), the rejected one into s->ids / counts. */
+static int encode_sides(nnt_sft *s, const char *fn, const char *record, size_t len)
 {
-    NNT_TRY(encode_json(s, record, len, 0, which0));
+    NNT_TRY(encode_json(s, fn, record, len, 0, 0));
     if (s->n > s->pair_cap) {
         int32_t *pi = realloc(s->pair_ids, s->n * sizeof *pi);
         if (pi)
@@ -2227,7 +2225,7 @@ static int encode_sides(nnt_sft *s, const char *fn, const char *record, size_t l
     memcpy(s->pair_ids, s->ids, s->n * sizeof *s->ids);
     memcpy(s->pair_counts, s->counts, s->n);
     s->npair = s->n;
-    return encode_json(s, record, len, 0, which0 + 1);
+    return encode_json(s, fn, record, len, 0, 1);
 }
 
 NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len,
@@ -2238,7 +2236,7 @@ NNT_API int nnt_sft_encode_preference(nnt_sft *s, const char *record, size_t len
     if (!s || (!record && len) || !ids || !counts || !n)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
     ids[0] = ids[1] = NULL, counts[0] = counts[1] = NULL, n[0] = n[1] = 0;
-    NNT_TRY(encode_sides(s, fn, record, len, 0));
+    NNT_TRY(encode_sides(s, fn, record, len));
     /* TRL's completions both start where the shorter shared prefix of the prompt ends */
     size_t k0 = first_counted(s->pair_counts, s->npair), k1 = first_counted(s->counts, s->n);
     size_t k = k0 < k1 ? k0 : k1;
@@ -2476,7 +2474,7 @@ NNT_API int nnt_sft_encode_unpaired(nnt_sft *s, const char *record, size_t len,
     if (!s || (!record && len) || !ids || !counts || !n || !desirable)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
     *ids = NULL, *counts = NULL, *n = 0, *desirable = 0;
-    NNT_TRY(encode_json(s, record, len, 0, 2));
+    NNT_TRY(encode_json(s, fn, record, len, 0, 2));
     *ids = s->ids, *counts = s->counts, *n = s->n, *desirable = s->label;
     return NNT_OK;
 }
@@ -2504,14 +2502,14 @@ NNT_API int nnt_sft_encode_unpaired_rows(nnt_sft *s, const char *record, size_t 
     int paired = 0;
     NNT_TRY(record_paired(fn, record, len, &paired));
     if (!paired) {
-        NNT_TRY(encode_json(s, record, len, 0, 5));
+        NNT_TRY(encode_json(s, fn, record, len, 0, 2));
         ids[0] = s->ids, counts[0] = s->counts, n[0] = s->n, desirable[0] = s->label;
         *rows = 1;
         return NNT_OK;
     }
     /* TRL's unpair_preference_dataset: {"prompt", "completion": chosen, "label": true} and
      * {"prompt", "completion": rejected, "label": false}, each tokenized alone */
-    NNT_TRY(encode_sides(s, fn, record, len, 3));
+    NNT_TRY(encode_sides(s, fn, record, len));
     ids[0] = s->pair_ids, counts[0] = s->pair_counts, n[0] = s->npair, desirable[0] = 1;
     ids[1] = s->ids, counts[1] = s->counts, n[1] = s->n, desirable[1] = 0;
     *rows = 2;
