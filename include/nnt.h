@@ -404,8 +404,11 @@ typedef struct nnt_tensor_attention_options {
                          token's position in its example (Hugging Face's position_ids that
                          restart at 0 at each example); the query at index i with position
                          p (clamped to 0 .. i) sees the keys i - p <= j <= i only (its
-                         example; the window still applies); NULL: every earlier key. The
-                         _kv form refuses it                                                */
+                         example; the window still applies); NULL: every earlier key. In
+                         the _kv form the Tq queries' positions (B, Tq), the query at index
+                         past + i with position p seeing keys past + i - p .. past + i:
+                         sequences of different lengths side by side, each padded on the
+                         left (its pads an example of their own)                            */
     /* appended in 0.3 (a size without them: no sinks) */
     nnt_tensor *sinks;  /* attention sinks (gpt-oss): (NH) fp32, tiled as q's heads, a logit
                          per head added to each of its rows' softmax denominators with no
@@ -1697,6 +1700,21 @@ NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t 
 NNT_API int nnt_model_generate_n(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                  int64_t nseq, int64_t ngen, const nnt_sampling *s,
                                  int32_t *out);
+/* nseq prompts of their own continued side by side (new in 0.4), out (nseq, ngen): sequence
+ * r's tokens at out[r * ngen ..], those nnt_model_generate gives for prompts[r] (nprompts[r]
+ * >= 1 ids) with s's seed replaced by seeds[r] (seeds NULL: s's seed + r), up to the rounding
+ * of products over nseq rows (as nnt_model_generate_n). Each prompt is padded on the left to
+ * the longest, its pads unseen by its tokens (which take positions from 0, as alone: the
+ * rotations, position embeddings and masks go by each row's positions); the prompts' forward
+ * is one forward of nseq rows, then each step one forward of nseq tokens (the weights read
+ * once for all). eos and on_token as nnt_model_generate_n. When they cannot go side by side
+ * (the longest prompt and ngen - 1 new tokens past the model's context max_seq, no_cache, or
+ * a LongRoPE model crossing original_max_position) the prompts are continued one after
+ * another, with the same results. nseq 1 is nnt_model_generate. */
+NNT_API int nnt_model_generate_batch(nnt_layer *model, int64_t nseq,
+                                     const int32_t *const *prompts, const int64_t *nprompts,
+                                     const uint64_t *seeds, int64_t ngen,
+                                     const nnt_sampling *s, int32_t *out);
 /* Text in, text out: prompt (UTF-8, encoded by tok; at least one token) continued by ngen
  * tokens as nnt_model_generate continues it, and the whole sequence decoded into *text
  * (malloc'd, NUL-terminated: free() it; *len, when len is not NULL, its length, which counts

@@ -1042,6 +1042,33 @@ public:
                           all.begin() + static_cast<std::ptrdiff_t>((r + 1) * cols));
         return out;
     }
+    /* prompts of their own continued side by side (nnt_model_generate_batch): one vector of
+     * ngen tokens a prompt, prompt r with seeds[r] (seeds empty: s's seed + r). */
+    std::vector<std::vector<std::int32_t>>
+    generate_batch(const std::vector<std::vector<std::int32_t>> &prompts, std::int64_t ngen,
+                   const nnt_sampling *s = nullptr, span<const std::uint64_t> seeds = {})
+    {
+        std::size_t rows = prompts.size(), cols = static_cast<std::size_t>(ngen > 0 ? ngen : 0);
+        if (!seeds.empty() && seeds.size() != rows)
+            detail::fail(NNT_E_INVAL, "nnt::model::generate_batch: " +
+                                         std::to_string(seeds.size()) + " seeds for " +
+                                         std::to_string(rows) + " prompts");
+        std::vector<const std::int32_t *> ids(rows);
+        std::vector<std::int64_t> lens(rows);
+        for (std::size_t r = 0; r < rows; r++) {
+            ids[r] = prompts[r].data();
+            lens[r] = static_cast<std::int64_t>(prompts[r].size());
+        }
+        std::vector<std::int32_t> all(rows * cols);
+        check(nnt_model_generate_batch(h(), static_cast<std::int64_t>(rows), ids.data(),
+                                       lens.data(), seeds.empty() ? nullptr : seeds.data(),
+                                       ngen, s, all.data()));
+        std::vector<std::vector<std::int32_t>> out(rows);
+        for (std::size_t r = 0; r < rows; r++)
+            out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * cols),
+                          all.begin() + static_cast<std::ptrdiff_t>((r + 1) * cols));
+        return out;
+    }
     /* The prompt and ngen tokens after it as text (nnt_model_generate_text; tok: a
      * tokenizer's get()). */
     std::string generate_text(const nnt_tokenizer *tok, std::string_view prompt,

@@ -377,6 +377,19 @@ void test_training(nnt::context &ctx)
     std::vector<std::int32_t> g8 = m.generate({4, 5}, 6, &s);
     EXPECT(many.size() == 2 && many[0] == g1 && many[1] == g8);
     EXPECT_ERROR(NNT_E_INVAL, "nseq", m.generate_n(prompt45, 0, 6, &s));
+    // prompts of their own side by side: {4, 5} with seed 7 is g1, {9} with seed 8 as alone
+    s.seed = 7;
+    std::vector<std::uint64_t> seeds = {7, 8};
+    std::vector<std::vector<std::int32_t>> two = m.generate_batch({prompt45, {9}}, 6, &s, seeds);
+    s.seed = 8;
+    std::vector<std::int32_t> g9 = m.generate({9}, 6, &s);
+    EXPECT(two.size() == 2 && two[0] == g1 && two[1] == g9);
+    s.seed = 7;   // seeds empty: seed + r
+    EXPECT(m.generate_batch({prompt45, {9}}, 6, &s) == two);
+    std::vector<std::uint64_t> one_seed = {7};
+    EXPECT_ERROR(NNT_E_INVAL, "1 seeds for 2 prompts",
+                 m.generate_batch({prompt45, {9}}, 6, &s, one_seed));
+    EXPECT_ERROR(NNT_E_INVAL, "prompt 1", m.generate_batch({prompt45, {}}, 6, &s));
 
     EXPECT_ERROR(NNT_E_INVAL, "no-such-preset", nnt::model_preset("no-such-preset"));
     EXPECT_ERROR(NNT_E_INVAL, "", nnt::layer::model(ctx, cfg, 0, T));

@@ -827,6 +827,138 @@ START_TEST(test_generate_n)
 }
 END_TEST
 
+/* ---- prompts of their own side by side ----------------------------------------------------- */
+
+enum { NB = 4, LONGEST = 10, NGEN_B = 14 };   /* 10 + 14 - 1 = 23 positions: within 24 */
+static const int32_t B_PROMPTS[NB][LONGEST] = {
+    {1, 40, 7, 3, 22}, {17}, {2, 9, 31, 4, 4, 50, 8, 12, 6, 30}, {44, 0, 19}};
+static const int64_t B_LENS[NB] = {5, 1, 10, 3};
+static const uint64_t B_SEEDS[NB] = {5, 11, 5, 2};   /* two rows with one seed */
+
+/* Measured (max over models, tilings, greedy and sampled): 6.6e-7 between a row of the batch
+ * and its prompt alone (products over 4 rows against one, as nnt_model_generate_n's). */
+#define RAGGED_LOGIT_TOL 7e-6
+
+/* A model of test_generate_batch: 0 GPT-2 (random, positions from its table), 1 the GQA
+ * fixture, 2 the GQA fixture with a window of 5 keys on every layer (shorter than most
+ * prompts: pads, window and caches of 2 W - 1 = 9 rows together; the longest prompt more
+ * than those rows), 3 the Qwen3 fixture (q/k
+ * norms); context 24. */
+static nnt_layer *batch_model(int model, const nnt_tiling *tl, int64_t *V)
+{
+    if (model < 2)
+        return kv_model(model, tl, V);
+    *V = MODELS[model == 2 ? 0 : 2].V;
+    return model == 2 ? load_window(&MODELS[0], KV_WINDOW, 1, KV_WINDOW, tl, 5)
+                      : load(&MODELS[2], KV_WINDOW, 1, KV_WINDOW, tl);
+}
+
+/* Row r of out (nb, ngen), logits trace (nb, ngen, V) against prompt r generated alone with
+ * seed seeds[r]: the same tokens; the largest |logit difference| returned. */
+static double against_alone(nnt_layer *l, int64_t V, nnt_sampling s, int64_t nb, int64_t ngen,
+                            const int32_t *out, const float *trace, const char *label)
+{
+    int32_t *one = malloc((size_t)ngen * sizeof *one);
+    float *lone = malloc((size_t)(ngen * V) * sizeof *lone);
+    double worst = 0;
+    for (int64_t r = 0; r < nb; r++) {
+        s.seed = B_SEEDS[r];
+        EXPECT_OK(nnt_model_generate_trace(l, "test", B_PROMPTS[r], B_LENS[r], ngen, &s, one,
+                                           lone));
+        char what[160];
+        snprintf(what, sizeof what, "%s: prompt %lld (%lld tokens) against it alone", label,
+                 (long long)r, (long long)B_LENS[r]);
+        expect_ids(out + r * ngen, one, ngen, what);
+        for (int64_t k = 0; k < ngen * V; k++)
+            worst = fmax(worst, fabs((double)trace[r * ngen * V + k] - lone[k]));
+    }
+    free(one);
+    free(lone);
+    return worst;
+}
+
+/* nnt_model_generate_batch of 4 prompts of 5, 1, 10 and 3 tokens against each alone
+ * (nnt_model_generate, seed B_SEEDS[r]), on batch_model's models and three tilings, greedy
+ * and sampled: the same tokens, logits within RAGGED_LOGIT_TOL; with an eos that ends some
+ * rows early, on_token told each token once with its index in out, the step's rows in order;
+ * 30 new tokens (past the context of 24) and no_cache: the prompts one after another, the
+ * logits of each alone bit for bit. _i = model * 3 + tiling */
+START_TEST(test_generate_batch)
+{
+    int model = _i / 3, ti = _i % 3;
+    int64_t V = 0;
+    nnt_layer *l = batch_model(model, &TILINGS[ti], &V);
+    const int32_t *prompts[NB] = {B_PROMPTS[0], B_PROMPTS[1], B_PROMPTS[2], B_PROMPTS[3]};
+    enum { N = NB * NGEN_B, NLONG = 30 };
+    int32_t *out = malloc((size_t)(NB * NLONG) * sizeof *out);
+    float *trace = malloc((size_t)(NB * NLONG * V) * sizeof *trace);
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.top_k = 0;
+    const char *names[4] = {"gpt2", "gqa", "gqa window 5", "qwen3"};
+    char label[96];
+    double worst = 0;
+    for (int sampled = 0; sampled < 2; sampled++) {
+        s.temperature = sampled ? 0.9 : 0.0;
+        snprintf(label, sizeof label, "%s %s tiling %d", names[model],
+                 sampled ? "sampled" : "greedy", ti);
+        EXPECT_OK(nnt_model_generate_batch_trace(l, "test", NB, prompts, B_LENS, B_SEEDS,
+                                                 NGEN_B, &s, out, trace));
+        worst = fmax(worst, against_alone(l, V, s, NB, NGEN_B, out, trace, label));
+    }
+    EXPECT_TOL(worst, RAGGED_LOGIT_TOL, "%s: logits of the batch against one at a time", label);
+    /* seeds NULL: s's seed + r; an eos (row 2's token 4) ending rows early */
+    s.seed = 3;
+    EXPECT_OK(nnt_model_generate_batch(l, NB, prompts, B_LENS, NULL, NGEN_B, &s, out));
+    s.eos = out[2 * NGEN_B + 4];
+    seen_n w;
+    memset(&w, 0, sizeof w);
+    s.on_token = record_token_n;
+    s.on_token_arg = &w;
+    EXPECT_OK(nnt_model_generate_batch(l, NB, prompts, B_LENS, NULL, NGEN_B, &s, out));
+    s.on_token = NULL;
+    int ends[NB], calls = 0, k = 0;
+    for (int r = 0; r < NB; r++) {
+        int32_t one[NGEN_B];
+        s.seed = 3 + (uint64_t)r;
+        EXPECT_OK(nnt_model_generate(l, B_PROMPTS[r], B_LENS[r], NGEN_B, &s, one));
+        expect_ids(out + r * NGEN_B, one, NGEN_B, "eos: a row against its prompt alone");
+        for (ends[r] = 0; ends[r] < NGEN_B - 1 && one[ends[r]] != s.eos; ends[r]++)
+            ;
+        calls += ends[r] + 1;
+    }
+    ck_assert_msg(ends[2] <= 4, "eos %d: row 2 ends at %d", (int)s.eos, ends[2]);
+    ck_assert_msg(w.n == calls, "on_token: %d calls, want %d", w.n, calls);
+    for (int j = 0; j < NGEN_B; j++)
+        for (int r = 0; r < NB; r++)
+            if (j <= ends[r]) {
+                ck_assert_msg(w.idx[k] == (int64_t)r * NGEN_B + j &&
+                              w.tok[k] == out[r * NGEN_B + j], "on_token call %d: index %lld "
+                              "token %d, want %d, %d", k, (long long)w.idx[k], (int)w.tok[k],
+                              r * NGEN_B + j, (int)out[r * NGEN_B + j]);
+                k++;
+            }
+    /* past the context, and without the cache: one after another, each alone's logits */
+    s.eos = -1;
+    s.temperature = 0.9;
+    for (int nocache = 0; nocache < 2; nocache++) {
+        int64_t ngen = nocache ? NGEN_B : NLONG;
+        s.no_cache = nocache;
+        EXPECT_OK(nnt_model_generate_batch_trace(l, "test", NB, prompts, B_LENS, B_SEEDS, ngen,
+                                                 &s, out, trace));
+        double d = against_alone(l, V, s, NB, ngen, out, trace, nocache ? "no cache" :
+                                 "past the context");
+        ck_assert_msg(d == 0.0, "%s: one after another, logits differ by %g from alone",
+                      label, d);
+    }
+    printf("test_model_generate generate_batch %s: %d prompts of 5, 1, 10, 3 tokens equal each "
+           "alone; max |logit difference| %.2e; eos ends %d %d %d %d\n", label, NB, worst,
+           ends[0], ends[1], ends[2], ends[3]);
+    free(out);
+    free(trace);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 /* ---- the sampler's top_k ----------------------------------------------------------------- */
 
 typedef struct ref_cand {
@@ -1008,6 +1140,25 @@ START_TEST(test_errors)
                     "nnt_model_generate_n: out is NULL");
     EXPECT_FAIL_MSG(nnt_model_generate_n(NULL, prompt, 2, 2, 4, NULL, out), NNT_E_INVAL,
                     "nnt_model_generate_n");
+    /* prompts of their own: each checked, named by its index */
+    int32_t bad[1] = {(int32_t)m->V};
+    const int32_t *prompts[3] = {prompt, prompt, bad};
+    int64_t lens[3] = {2, 1, 1};
+    EXPECT_FAIL_MSG(nnt_model_generate_batch(l, 3, prompts, lens, NULL, 4, NULL, out),
+                    NNT_E_INVAL, "nnt_model_generate_batch: prompt 2: prompt token 53 at "
+                    "position 0 is outside [0, 53)");
+    prompts[2] = NULL;
+    EXPECT_FAIL_MSG(nnt_model_generate_batch(l, 3, prompts, lens, NULL, 4, NULL, out),
+                    NNT_E_INVAL, "nnt_model_generate_batch: prompt 2: prompt is NULL");
+    lens[1] = 0;
+    EXPECT_FAIL_MSG(nnt_model_generate_batch(l, 2, prompts, lens, NULL, 4, NULL, out),
+                    NNT_E_INVAL, "nnt_model_generate_batch: prompt 1: nprompt = 0");
+    EXPECT_FAIL_MSG(nnt_model_generate_batch(l, 2, NULL, lens, NULL, 4, NULL, out),
+                    NNT_E_INVAL, "nnt_model_generate_batch: prompts or nprompts is NULL");
+    EXPECT_FAIL_MSG(nnt_model_generate_batch(l, 0, prompts, lens, NULL, 4, NULL, out),
+                    NNT_E_INVAL, "nnt_model_generate_batch: nseq = 0");
+    EXPECT_FAIL_MSG(nnt_model_generate_batch(l, 1, prompts, lens, NULL, 4, NULL, NULL),
+                    NNT_E_INVAL, "nnt_model_generate_batch: prompt 0: out is NULL");
     nnt_layer_destroy(lin);
     nnt_layer_destroy(l);
 }
@@ -1032,6 +1183,7 @@ static Suite *generate_suite(void)
     tcase_add_test(tc, test_top_p_eos);
     tcase_add_test(tc, test_hf_eos_ids);
     tcase_add_loop_test(tc, test_generate_n, 0, 9);
+    tcase_add_loop_test(tc, test_generate_batch, 0, 12);
     tcase_add_test(tc, test_sampler_top_k);
     suite_add_tcase(s, tc);
     return s;

@@ -76,8 +76,8 @@ static void expect_same_bits(const char *what, int variant, const float *a, cons
 /* ---- float64 reference ------------------------------------------------------------------ */
 
 /* One slab: tq queries at positions past + i against tk keys at 0 .. tk - 1, query at
- * position p seeing keys p - w < j <= p (w 0: every j <= p) and, with ex (packed examples,
- * past 0), j >= p - ex[i] (ex[i], clamped to 0 .. p: query i's position in its example). o,
+ * position p seeing keys p - w < j <= p (w 0: every j <= p) and, with ex (packed examples),
+ * j >= p - ex[i] (ex[i], clamped to 0 .. p: query i's position in its example). o,
  * lse set; with dout, dq set and dk, dv added to (several q heads share a kv slab). */
 static void slab_ref(int64_t tq, int64_t tk, int64_t past, int64_t w, const int32_t *ex,
                      int64_t hd, double scale, double cap, const double *sink, const double *q,
@@ -911,10 +911,18 @@ static const int64_t kv_cases[][4] = {
 /* Against the float64 reference, measured o 1.6e-7 (max over the cases). */
 #define KV_TOL_O 1.6e-6
 
-/* _i: a case of kv_cases, then the same cases with attention sinks (gpt-oss) */
+/* Rows of different lengths side by side (generation's batches): row b padded on the left
+ * by kv_pads[b] positions, its pads an example of their own (positions 0, 1, ...), then its
+ * tokens at positions 0, 1, ... (row 1's pads end inside the queries of most cases). */
+static const int64_t kv_pads[WB] = {3, 9};
+
+/* _i: a case of kv_cases, then the same cases with attention sinks (gpt-oss), then with the
+ * queries' positions of left-padded rows (kv_pads; known on the host: key tiles wholly
+ * before a query tile's examples get no task), every other one with sinks too */
 START_TEST(window_kv_matches_reference)
 {
-    const int c = _i % KV_NC, with_sinks = _i >= KV_NC;
+    const int c = _i % KV_NC, padded = _i / KV_NC == 2;
+    const int with_sinks = _i / KV_NC == 1 || (padded && c % 2);
     const int64_t nkv = 2, past = kv_cases[c][0], w = kv_cases[c][1];
     const int64_t qs[4] = {WB, WH, KQ, WD}, ks[4] = {WB, nkv, KK, WD};
     const int64_t qt[4] = {1, 3, kv_cases[c][3], WD}, kt[4] = {1, 1, kv_cases[c][2], 3};
@@ -925,20 +933,31 @@ START_TEST(window_kv_matches_reference)
           *v = test_random_f32(nk, 83, -1, 1), *sinks = test_random_f32(WH, 84, -1, 2.5);
     double *qd = test_to_double(q, nq), *kd = test_to_double(k, nk), *vd = test_to_double(v, nk),
            *o_ref = test_zeros(nq), *sd = test_to_double(sinks, WH);
-    window_ref_sinks(WB, WH, nkv, KQ, KK, past, w, NULL, WD, scale, 0.0, with_sinks ? sd : NULL,
-                     qd, kd, vd, o_ref, NULL, NULL, NULL, NULL, NULL, NULL);
+    int32_t ex[WB * KQ];   /* the queries' positions in their rows' examples */
+    for (int64_t b = 0; b < WB; b++)
+        for (int64_t i = 0; i < KQ; i++)
+            ex[b * KQ + i] = (int32_t)(past + i < kv_pads[b] ? past + i : past + i - kv_pads[b]);
+    window_ref_sinks(WB, WH, nkv, KQ, KK, past, w, padded ? ex : NULL, WD, scale, 0.0,
+                     with_sinks ? sd : NULL, qd, kd, vd, o_ref, NULL, NULL, NULL, NULL, NULL,
+                     NULL);
     nnt_tensor *tq = tensor_f32(4, qs, qt, q), *tk = tensor_f32(4, ks, kt, k),
                *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, qt, NULL),
-               *ts = with_sinks ? tensor_f32(1, ss, st, sinks) : NULL;
+               *ts = with_sinks ? tensor_f32(1, ss, st, sinks) : NULL, *tp = NULL;
+    if (padded) {
+        const int64_t ps[2] = {WB, KQ}, pt[2] = {qt[0], qt[2]};
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, ps, pt, &tp));
+        EXPECT_OK(nnt_tensor_copy_from_host(tp, ex, sizeof ex));
+    }
     nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
     ao.scale = scale;
     ao.window = w;
     ao.sinks = ts;
+    ao.positions = tp;
     EXPECT_OK(nnt_tensor_attention_kv_ex(tq, tk, tv, past, &ao, to));
     float *o = to_host(to);
-    EXPECT_TOL(rel_err(o, o_ref, nq), KV_TOL_O, "kv o, past %d, W %d, sinks %d", (int)past,
-               (int)w, with_sinks);
-    if (w >= past + KQ && !with_sinks) {   /* every key in the window: the plain op's bits */
+    EXPECT_TOL(rel_err(o, o_ref, nq), KV_TOL_O, "kv o, past %d, W %d, sinks %d, padded %d",
+               (int)past, (int)w, with_sinks, padded);
+    if (w >= past + KQ && !with_sinks && !padded) {   /* every key seen: the plain op's bits */
         nnt_tensor *tp = tensor_f32(4, qs, qt, NULL);
         EXPECT_OK(nnt_tensor_attention_kv(tq, tk, tv, past, scale, tp));
         float *op = to_host(tp);
@@ -946,8 +965,8 @@ START_TEST(window_kv_matches_reference)
         free(op);
         EXPECT_OK(nnt_tensor_destroy(tp));
     }
-    nnt_tensor *all[5] = {tq, tk, tv, to, ts};
-    destroy_all(5, all);
+    nnt_tensor *all[6] = {tq, tk, tv, to, ts, tp};
+    destroy_all(6, all);
     free(q), free(k), free(v), free(o), free(qd), free(kd), free(vd), free(o_ref);
     free(sinks), free(sd);
 }
@@ -1037,7 +1056,7 @@ static Suite *ops_window_suite(void)
     tcase_add_test(tc, random_shapes_match_reference);
     tcase_add_test(tc, band_tasks_within_ram_budget);
     tcase_add_test(tc, band_tasks_keep_every_worker_busy);
-    tcase_add_loop_test(tc, window_kv_matches_reference, 0, 2 * KV_NC);
+    tcase_add_loop_test(tc, window_kv_matches_reference, 0, 3 * KV_NC);
     tcase_add_loop_test(tc, sinks_match_reference, 0, 3);
     tcase_add_test(tc, window_kv_rows_match_whole_sequence);
     tcase_add_test(tc, window_rejects_bad_options);

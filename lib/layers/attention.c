@@ -137,18 +137,18 @@ static nnt_tensor_attention_options op_options(const attention *a, nnt_tensor *p
     return o;
 }
 
-/* The tree's per-token positions (nnt_layer_set_positions) for the forward of x (B, T, C):
- * copied into a->pos in x's B and T tiling (a->packed 1), or none (a->packed 0). */
-static int take_positions(nnt_layer *l, attention *a, const nnt_tensor *x)
+/* Per-token positions p (the tree's, nnt_layer_set_positions, or a generation's) for the
+ * forward of x (B, T, C): copied into a->pos in x's B and T tiling (a->packed 1), or none
+ * (p NULL: a->packed 0). */
+static int take_positions(nnt_layer *l, attention *a, const nnt_tensor *x, nnt_tensor *p)
 {
-    nnt_tensor *p = nnt_layer_positions_of(l);
     a->packed = 0;
     if (!p)
         return NNT_OK;
     if (p->ndim != 2 || x->ndim != 3 || p->shape[0] != x->shape[0] ||
         p->shape[1] != x->shape[1])
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: the positions (%lld, %lld) "
-                        "of nnt_layer_set_positions are not the input's (B %lld, T %lld)",
+                        "are not the input's (B %lld, T %lld)",
                         (long long)p->shape[0], (long long)(p->ndim > 1 ? p->shape[1] : 0),
                         (long long)x->shape[0], (long long)x->shape[1]);
     int64_t tile[2] = {x->tile[0], x->tile[1]};
@@ -166,7 +166,8 @@ static int qk_norm_scale(nnt_layer *l, attention *a, int i, nnt_tensor **g)
 }
 
 /* q (B, NH, T, hd), k, v (B, NKV, T, hd) of x (B, T, C) into a->qkv, q and k normalised
- * (if so configured: from a->qk_in) and rotated to positions past .. past + T - 1 (if any). */
+ * (if so configured: from a->qk_in) and rotated (if so configured) to the positions a->pos
+ * (a->packed), else to past .. past + T - 1. */
 static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
 {
     int64_t C = a->pw->shape[0];
@@ -207,7 +208,7 @@ static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
         if (normed)
             NNT_TRY(nnt_tensor_rmsnorm(a->qk_in[i], g, a->qk_eps, a->qkv[i], a->qk_rstd[i]));
     }
-    if (a->has_rope && past == 0 && a->packed) {   /* each token at its own position */
+    if (a->has_rope && a->packed) {   /* each token at its own position */
         NNT_TRY(nnt_tensor_rope_positions(a->qkv[0], &a->rope, a->pos, a->qkv[0]));
         NNT_TRY(nnt_tensor_rope_positions(a->qkv[1], &a->rope, a->pos, a->qkv[1]));
     } else if (a->has_rope) {   /* q and k rotated in place */
@@ -237,7 +238,7 @@ static int project_out(nnt_layer *l, attention *a, nnt_tensor **y)
 static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     attention *a = l->impl;
-    NNT_TRY(take_positions(l, a, x));
+    NNT_TRY(take_positions(l, a, x, nnt_layer_positions_of(l)));
     NNT_TRY(project_qkv(l, a, x, 0));
     /* NKV < NH: q head h reads kv head h / (NH / NKV) inside the op (no copies) */
     nnt_tensor_attention_options ao = op_options(a, a->packed ? a->pos : NULL);
@@ -330,9 +331,10 @@ int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos 
         return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_forward: no key/value cache of %lld "
                         "positions to continue at %lld (start at position 0)",
                         (long long)at->len, (long long)past);
-    a->packed = 0;   /* generation: positions past .. past + T - 1 */
+    /* generation: positions past .. past + T - 1, or at->positions */
+    NNT_TRY(take_positions(l, a, x, at->positions));
     NNT_TRY(project_qkv(l, a, x, past));
-    nnt_tensor_attention_options ao = op_options(a, NULL);
+    nnt_tensor_attention_options ao = op_options(a, a->packed ? a->pos : NULL);
     if (past == 0 && T > rows) {
         NNT_TRY(prompt_past_caches(a, T, &ao));
         return project_out(l, a, y);

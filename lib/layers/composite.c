@@ -834,7 +834,7 @@ int gl_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at, nnt_t
     NNT_TRY(nnt_layer_check(l, "nnt_layer_forward"));
     switch (l->vt->kind) {
     case NNT_LAYER_EMBEDDING:
-        NNT_TRY(gl_embedding_forward_at(l, x, at->past, y));
+        NNT_TRY(gl_embedding_forward_at(l, x, at->past, at->positions, y));
         nnt_layer_release_weights(l);
         return NNT_OK;
     case NNT_LAYER_ATTENTION:

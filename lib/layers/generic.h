@@ -218,15 +218,21 @@ nnt_tensor *gl_linear_input(nnt_layer *l);
 /* ---- forward with a key/value cache (generation) ---- */
 
 /* Where a cached forward's T new positions go: after past cached ones, in caches of len
- * positions whose sequence tile is seq_tile (0: one tile). */
+ * positions whose sequence tile is seq_tile (0: one tile). positions: NULL, or the new
+ * tokens' positions in their sequences (B, T) int32 (sequences of different lengths side by
+ * side, each padded on the left, its pads an example of their own: the tokens' rotations,
+ * position embeddings and the keys each query sees go by them, not by past + t). */
 typedef struct gl_cache_pos {
     int64_t past, len, seq_tile;
+    nnt_tensor *positions;
 } gl_cache_pos;
 /* Rows [r0, r0 + n) of dimension dim of src into rows [d0, d0 + n) of dst (the other
  * dimensions equal in size; any tilings): one copy task per meeting pair of tiles. */
 int gl_copy_rows(nnt_tensor *src, int dim, int64_t r0, nnt_tensor *dst, int64_t d0, int64_t n);
-/* The embedding's forward for tokens at positions past .. past + T - 1 (wpe rows). */
-int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tensor **y);
+/* The embedding's forward for tokens at positions past .. past + T - 1 (wpe rows), or at
+ * positions (B, T) int32 when not NULL. */
+int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tensor *positions,
+                            nnt_tensor **y);
 /* The attention layer's forward of x (B, T, C) at positions at->past ..: its k, v written
  * into its caches (created, zeroed, at past 0), queries against all cached keys
  * (nnt_tensor_attention_kv). A layer with a sliding window keeps only the last keys its

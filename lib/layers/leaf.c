@@ -270,14 +270,15 @@ static int check_ids(nnt_layer *l, const nnt_tensor *x, int64_t V)
                     (long long)V);
 }
 
-/* out += wpe[positions] for the tree's per-token positions (nnt_layer_set_positions), copied
- * into e->pos in x's tiling for the backward; wpe (maxT, C) in out's C tiling. */
+/* out += wpe[positions] for per-token positions p (the tree's, nnt_layer_set_positions, or a
+ * generation's), copied into e->pos in x's tiling for the backward; wpe (maxT, C) in out's C
+ * tiling. */
 static int add_positions(nnt_layer *l, embedding *e, nnt_tensor *x, nnt_tensor *p,
                          nnt_tensor *wpe)
 {
     if (p->ndim != 2 || p->shape[0] != x->shape[0] || p->shape[1] != x->shape[1])
-        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: the positions (%lld, %lld) of "
-                        "nnt_layer_set_positions are not the input's (B %lld, T %lld)",
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: the positions (%lld, %lld) "
+                        "are not the input's (B %lld, T %lld)",
                         (long long)p->shape[0], (long long)(p->ndim > 1 ? p->shape[1] : 0),
                         (long long)x->shape[0], (long long)x->shape[1]);
     NNT_TRY(nnt_layer_ensure(l, &e->pos, NNT_INT32, 2, x->shape, x->tile));
@@ -288,11 +289,12 @@ static int add_positions(nnt_layer *l, embedding *e, nnt_tensor *x, nnt_tensor *
     return nnt_tensor_axpby(1.0, e->pos_out, 1.0, e->out);
 }
 
-/* use_pos: the tree's per-token positions apply (not in generation) */
-static int embedding_forward_pos(nnt_layer *l, nnt_tensor *x, nnt_tensor **y, int use_pos)
+/* positions: the tokens' rows of the position table (NULL: 0 .. T - 1); none without one */
+static int embedding_forward_pos(nnt_layer *l, nnt_tensor *x, nnt_tensor *positions,
+                                 nnt_tensor **y)
 {
     embedding *e = l->impl;
-    nnt_tensor *p = use_pos && e->wpe ? nnt_layer_positions_of(l) : NULL;
+    nnt_tensor *p = e->wpe ? positions : NULL;
     e->packed = p != NULL;
     if (x->dtype != NNT_INT32 || x->ndim != 2 || (e->wpe && x->shape[1] > e->wpe->shape[0]))
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer takes "
@@ -320,20 +322,21 @@ static int embedding_forward_pos(nnt_layer *l, nnt_tensor *x, nnt_tensor **y, in
 
 static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
-    return embedding_forward_pos(l, x, y, 1);
+    return embedding_forward_pos(l, x, nnt_layer_positions_of(l), y);
 }
 
 static const nnt_layer_vt embedding_vt;
 
-int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tensor **y)
+int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tensor *positions,
+                            nnt_tensor **y)
 {
     embedding *e = l->impl;
     NNT_TRY(nnt_layer_check(l, "nnt_layer_forward"));
     if (l->vt != &embedding_vt)
         return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: a %s layer takes no position "
                         "offset", l->vt->kind_name);
-    if (past == 0 || !e->wpe)   /* positions 0 .. T-1, or none: the ordinary forward */
-        return embedding_forward_pos(l, x, y, 0);
+    if (positions || past == 0 || !e->wpe)   /* given positions, 0 .. T-1, or none */
+        return embedding_forward_pos(l, x, positions, y);
     if (past < 0 || x->dtype != NNT_INT32 || x->ndim != 2 || past + x->shape[1] > e->wpe->shape[0])
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer at position "
                         "%lld takes int32 tokens (B, T) with %lld + T <= maxT = %lld",

@@ -36,9 +36,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The prompts of a generation: one shared by every sequence (generate, generate_n), or one
+ * a sequence (generate_batch: ragged), and the sequences' seeds. */
+typedef struct gen_prompts {
+    const int32_t *const *ids;   // (ragged ? nseq : 1) the prompts
+    const int64_t *len;          // (ragged ? nseq : 1) their lengths
+    const uint64_t *seeds;       // (nseq) each sequence's seed, or NULL: s's seed + its index
+    int ragged;
+} gen_prompts;
+
 /* What one generation holds. */
 typedef struct gen {
     nnt_layer *model;
+    gen_prompts p;
+    int64_t longest;         /* the longest prompt: the prompts end at its last position,
+                                the others padded on the left (ragged)                     */
     int64_t window;          /* the most tokens a forward sees                            */
     int use_cache;
     int64_t cached;          /* positions in the caches (0: none)                         */
@@ -47,12 +59,14 @@ typedef struct gen {
                                 its long factors: original_max_position + 1); 0: none     */
     int64_t nseq;            /* sequences generated side by side (a batch of nseq rows)   */
     int64_t rows;            /* the last forward's rows: 1 for the prompt they all share,
-                                then nseq                                                  */
-    int64_t cache_seqs;      /* the caches' sequences: 1 after the prompt                 */
+                                then nseq (ragged: nseq from the first)                    */
+    int64_t cache_seqs;      /* the caches' sequences: 1 after a shared prompt            */
     int32_t *ids;            // (nseq, window) host copy of the windows
+    int32_t *pos;            // (nseq, window) their positions in their sequences (ragged)
     float *logits;           // (nseq, V) the last forward's logits (one row after the prompt)
     uint64_t (*rng)[4];      // (nseq) a sampling generator a sequence
     nnt_tensor *tokens;      // (rows, w) int32, one tile
+    nnt_tensor *positions;   // (rows, w) int32, one tile (ragged)
     nnt_tensor *last;        // (rows, 1, C) the final norm's output at the last position
     nnt_sampler sm;
 } gen;
@@ -60,9 +74,11 @@ typedef struct gen {
 static void gen_free(gen *g)
 {
     nnt_tensor_destroy(g->tokens);
+    nnt_tensor_destroy(g->positions);
     nnt_tensor_destroy(g->last);
     gl_release_caches(g->model);
     free(g->ids);
+    free(g->pos);
     free(g->logits);
     free(g->rng);
     nnt_sampler_free(&g->sm);
@@ -124,30 +140,58 @@ static int copy_last_row(nnt_ctx *ctx, nnt_tensor *src, nnt_tensor **dst)
     return gl_copy_rows(src, 1, src->shape[1] - 1, *dst, 0, 1);
 }
 
-/* The logits (V) after the first n tokens of each sequence into g->logits, a row a sequence
- * (out: (nseq, ngen), each sequence's tokens so far); one row while n is the prompt's length
- * (every sequence's). Children: the embedding, the blocks, the final norm, the head, (a
- * soft-cap,) the loss: the head and what follows it run on the last position only. */
-static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int32_t *out,
-                      int64_t ngen, int64_t n)
+/* Row r's token at position c of the rows (the prompts padded on the left to the longest;
+ * out: (nseq, ngen), each sequence's tokens so far) and its position in its sequence (a pad
+ * at c: c, its pads an example of their own). */
+static int32_t token_at(const gen *g, const int32_t *out, int64_t ngen, int64_t r, int64_t c,
+                        int32_t *pos)
+{
+    int64_t k = g->p.ragged ? r : 0, pad = g->longest - g->p.len[k];
+    const int32_t *prompt = g->p.ids[k];
+    *pos = (int32_t)(c < pad ? c : c - pad);
+    return c < pad ? prompt[0]
+                   : nnt_generate_token_at(prompt, g->p.len[k], out + r * ngen, c - pad);
+}
+
+/* The token ids (rows, w) of positions n - w .. n - 1 of the rows into g->tokens, their
+ * positions into g->positions (ragged; *positions then that, else NULL). */
+static int gen_inputs(gen *g, const int32_t *out, int64_t ngen, int64_t n, int64_t rows,
+                      int64_t w, nnt_tensor **positions)
+{
+    nnt_ctx *ctx = g->model->ctx;
+    int64_t shape[2] = {rows, w};
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < w; j++)
+            g->ids[r * w + j] = token_at(g, out, ngen, r, n - w + j, &g->pos[r * w + j]);
+    NNT_TRY(ensure(ctx, &g->tokens, NNT_INT32, 2, shape, shape));
+    NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)(rows * w) * sizeof *g->ids));
+    *positions = NULL;
+    if (!g->p.ragged)
+        return NNT_OK;
+    NNT_TRY(ensure(ctx, &g->positions, NNT_INT32, 2, shape, shape));
+    NNT_TRY(nnt_tensor_copy_from_host(g->positions, g->pos, (size_t)(rows * w) * sizeof *g->pos));
+    *positions = g->positions;
+    return NNT_OK;
+}
+
+/* The logits (V) after the first n positions of each row into g->logits, a row a sequence
+ * (out: (nseq, ngen), each sequence's tokens so far); one row while n is a shared prompt's
+ * length. Children: the embedding, the blocks, the final norm, the head, (a soft-cap,) the
+ * loss: the head and what follows it run on the last position only. */
+static int gen_logits(gen *g, const int32_t *out, int64_t ngen, int64_t n)
 {
     nnt_layer *m = g->model;
     int decode = g->use_cache && n <= g->window && g->cached == n - 1 && g->cached > 0 &&
                  n != g->reprefill;
     int prefill = g->use_cache && n <= g->window && !decode;
-    int64_t rows = g->rows = n == nprompt ? 1 : g->nseq;
-    int64_t w = decode ? 1 : (n < g->window ? n : g->window), shape[2] = {rows, w};
-    gl_cache_pos at = {decode ? n - 1 : 0, g->cache_len, 0};
+    int64_t rows = g->rows = n == g->longest && !g->p.ragged ? 1 : g->nseq;
+    int64_t w = decode ? 1 : (n < g->window ? n : g->window);
+    gl_cache_pos at = {decode ? n - 1 : 0, g->cache_len, 0, NULL};
     if (decode && g->cache_seqs != rows) {   /* the prompt's keys and values, every row's */
         NNT_TRY(gl_broadcast_caches(m, rows));
         g->cache_seqs = rows;
     }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < w; j++)
-            g->ids[r * w + j] = nnt_generate_token_at(prompt, nprompt, out + r * ngen,
-                                                      n - w + j);
-    NNT_TRY(ensure(m->ctx, &g->tokens, NNT_INT32, 2, shape, shape));
-    NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)(rows * w) * sizeof *g->ids));
+    NNT_TRY(gen_inputs(g, out, ngen, n, rows, w, &at.positions));
     nnt_tensor *x = g->tokens, *logits = NULL;   // (rows, w) -> (rows, w, C)
     int head = m->nchildren - 2;   /* lm_head: before the soft-cap or the logits' scale */
     while (m->children[head]->vt->kind == NNT_LAYER_SOFTCAP ||
@@ -178,18 +222,19 @@ static int is_eos(const nnt_sampling *s, int32_t token)
 }
 
 /* The buffers of g for nseq sequences over V tokens (NNT_E_NOMEM naming fn); each
- * sequence's generator seeded with seed + its index. */
+ * sequence's generator seeded with its seed (g->p.seeds), else seed + its index. */
 static int gen_alloc(gen *g, const nnt_ctx *ctx, const char *fn, int64_t V, uint64_t seed)
 {
     size_t nseq = (size_t)g->nseq;
     g->ids = malloc(nseq * (size_t)g->window * sizeof *g->ids);
+    g->pos = malloc(nseq * (size_t)g->window * sizeof *g->pos);
     g->logits = malloc(nseq * (size_t)V * sizeof *g->logits);
     g->rng = malloc(nseq * sizeof *g->rng);
-    if (!g->ids || !g->logits || !g->rng)
+    if (!g->ids || !g->pos || !g->logits || !g->rng)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory (%lld sequences over %lld tokens)",
                         fn, (long long)g->nseq, (long long)V);
     for (size_t r = 0; r < nseq; r++)
-        nnt_sampler_seed(g->rng[r], seed + r);
+        nnt_sampler_seed(g->rng[r], g->p.seeds ? g->p.seeds[r] : seed + r);
     return NNT_OK;
 }
 
@@ -219,10 +264,11 @@ static int gen_pick(gen *g, nnt_ctx *ctx, const char *fn, const nnt_sampling *s,
     return NNT_OK;
 }
 
-/* model: the tree of cfg's model (window: the most tokens a forward sees) */
+/* model: the tree of cfg's model (window: the most tokens a forward sees); p: the prompts
+ * (ragged: with a cache, the longest of them and ngen - 1 within the window) */
 static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_config *cfg,
-                         int64_t window, const int32_t *prompt, int64_t nprompt, int64_t nseq,
-                         int64_t ngen, const nnt_sampling *s, int32_t *out, float *trace)
+                         int64_t window, const gen_prompts *p, int64_t nseq, int64_t ngen,
+                         const nnt_sampling *s, int32_t *out, float *trace)
 {
     int64_t V = cfg->vocab;
     nnt_layer *loss = model->nchildren >= 3 ? model->children[model->nchildren - 1] : NULL;
@@ -232,10 +278,13 @@ static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_confi
     gen g;
     memset(&g, 0, sizeof g);
     g.model = model;
+    g.p = *p;
+    for (int64_t r = 0; r < (p->ragged ? nseq : 1); r++)
+        g.longest = p->len[r] > g.longest ? p->len[r] : g.longest;
     g.window = window;
     g.nseq = nseq;
     g.use_cache = !s->no_cache;
-    g.cache_len = nprompt + ngen - 1 < window ? nprompt + ngen - 1 : window;
+    g.cache_len = g.longest + ngen - 1 < window ? g.longest + ngen - 1 : window;
     if (cfg->rope.scaling == NNT_ROPE_SCALING_LONGROPE)
         g.reprefill = cfg->rope.original_max_position + 1;
     int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k);
@@ -248,7 +297,7 @@ static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_confi
     model->ctx->no_dropout = 1;
     int64_t live = nseq;
     for (int64_t i = 0; i < ngen && rc == 0 && live > 0; i++) {
-        rc = gen_logits(&g, prompt, nprompt, out, ngen, nprompt + i);
+        rc = gen_logits(&g, out, ngen, g.longest + i);
         /* the weights do not change while generating: their bf16 copies (made by the first
          * forward under NNT_PRECISION_BF16) serve every later token */
         model->ctx->weights_fixed = 1;
@@ -312,30 +361,112 @@ int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *pr
     return nnt_model_generate_n_trace(model, fn, prompt, nprompt, 1, ngen, s, out, trace);
 }
 
+/* The checks every generation makes, then model's tree and its window (the most tokens a
+ * forward sees) into *tree, *window, the sampling settings into *s (errors naming fn). */
+static int gen_setup(nnt_layer *model, const char *fn, const nnt_sampling *user, int64_t nseq,
+                     int64_t ngen, nnt_model_config *cfg, nnt_sampling *s, nnt_layer **tree,
+                     int64_t *window)
+{
+    NNT_TRY(nnt_model_config_get(model, fn, cfg));
+    if (cfg->num_labels > 0)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: a classifier (num_labels %lld) has no "
+                        "language model head to generate with", fn, (long long)cfg->num_labels);
+    NNT_TRY(read_sampling(model->ctx, fn, user, cfg->vocab, s));
+    if (nseq < 1 || (ngen > 0 && nseq > INT64_MAX / ngen) || nseq > INT32_MAX)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: nseq = %lld must be >= 1 (and nseq x "
+                        "ngen an array's size)", fn, (long long)nseq);
+    *window = cfg->max_seq;
+    *tree = nnt_gpt_tree(model, window);
+    if (*tree)   /* the layer's activations are the tree's: no backward after this */
+        nnt_gpt_cancel_backward(model);
+    else
+        *tree = model;
+    return NNT_OK;
+}
+
 int nnt_model_generate_n_trace(nnt_layer *model, const char *fn, const int32_t *prompt,
                                int64_t nprompt, int64_t nseq, int64_t ngen,
                                const nnt_sampling *user, int32_t *out, float *trace)
 {
     nnt_model_config cfg;
     nnt_sampling s;
-    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
-    if (cfg.num_labels > 0)
-        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: a classifier (num_labels %lld) has no "
-                        "language model head to generate with", fn, (long long)cfg.num_labels);
-    NNT_TRY(read_sampling(model->ctx, fn, user, cfg.vocab, &s));
-    if (nseq < 1 || (ngen > 0 && nseq > INT64_MAX / ngen) || nseq > INT32_MAX)
-        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: nseq = %lld must be >= 1 (and nseq x "
-                        "ngen an array's size)", fn, (long long)nseq);
+    nnt_layer *tree = NULL;
+    int64_t window = 0;
+    NNT_TRY(gen_setup(model, fn, user, nseq, ngen, &cfg, &s, &tree, &window));
     NNT_TRY(nnt_generate_check(model->ctx, fn, cfg.vocab, prompt, nprompt, ngen, s.temperature,
                                s.top_k, out));
     if (ngen == 0)
         return NNT_OK;
-    int64_t window = cfg.max_seq;
-    nnt_layer *tree = nnt_gpt_tree(model, &window);
-    if (tree)   /* the layer's activations are the tree's: no backward after this */
-        nnt_gpt_cancel_backward(model);
-    return tree_generate(tree ? tree : model, fn, &cfg, window, prompt, nprompt, nseq, ngen,
-                         &s, out, trace);
+    gen_prompts p = {&prompt, &nprompt, NULL, 0};
+    return tree_generate(tree, fn, &cfg, window, &p, nseq, ngen, &s, out, trace);
+}
+
+/* on_token of a sequence generated alone as sequence r of a batch of sequences of ngen tokens:
+ * the caller's, told the token's index in the batch's out */
+typedef struct batch_token {
+    const nnt_sampling *s;
+    int64_t first;   /* r * ngen */
+} batch_token;
+
+static void batch_on_token(void *arg, int64_t i, int32_t token)
+{
+    const batch_token *b = arg;
+    b->s->on_token(b->s->on_token_arg, b->first + i, token);
+}
+
+/* The prompts of a batch one after another (a sequence with a prompt of its own each time),
+ * when they cannot go side by side. */
+static int generate_each(nnt_layer *tree, const char *fn, const nnt_model_config *cfg,
+                         int64_t window, const gen_prompts *p, int64_t nseq, int64_t ngen,
+                         const nnt_sampling *s, int32_t *out, float *trace)
+{
+    for (int64_t r = 0; r < nseq; r++) {
+        nnt_sampling one = *s;
+        batch_token bt = {s, r * ngen};
+        one.seed = p->seeds ? p->seeds[r] : s->seed + (uint64_t)r;
+        if (s->on_token) {
+            one.on_token = batch_on_token;
+            one.on_token_arg = &bt;
+        }
+        gen_prompts q = {&p->ids[r], &p->len[r], NULL, 0};
+        NNT_TRY(tree_generate(tree, fn, cfg, window, &q, 1, ngen, &one, out + r * ngen,
+                              trace ? trace + r * ngen * cfg->vocab : NULL));
+    }
+    return NNT_OK;
+}
+
+int nnt_model_generate_batch_trace(nnt_layer *model, const char *fn, int64_t nseq,
+                                   const int32_t *const *prompts, const int64_t *nprompts,
+                                   const uint64_t *seeds, int64_t ngen,
+                                   const nnt_sampling *user, int32_t *out, float *trace)
+{
+    nnt_model_config cfg;
+    nnt_sampling s;
+    nnt_layer *tree = NULL;
+    int64_t window = 0, longest = 0;
+    NNT_TRY(gen_setup(model, fn, user, nseq, ngen, &cfg, &s, &tree, &window));
+    if (!prompts || !nprompts)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: prompts or nprompts is NULL", fn);
+    for (int64_t r = 0; r < nseq; r++) {
+        int rc = nnt_generate_check(model->ctx, fn, cfg.vocab, prompts[r], nprompts[r], ngen,
+                                    s.temperature, s.top_k, out);
+        if (rc) {
+            const char *why = nnt_ctx_last_error(model->ctx);   /* "fn: why" */
+            return nnt_fail(model->ctx, rc, "%s: prompt %lld: %s", fn, (long long)r,
+                            strncmp(why, fn, strlen(fn)) ? why : why + strlen(fn) + 2);
+        }
+        longest = nprompts[r] > longest ? nprompts[r] : longest;
+    }
+    if (ngen == 0)
+        return NNT_OK;
+    gen_prompts p = {prompts, nprompts, seeds, 1};
+    /* side by side when every sequence stays within the window of one cache (not past it,
+     * where positions restart, nor across LongRoPE's switch) */
+    int side = !s.no_cache && longest + ngen - 1 <= window && nseq > 1 &&
+               !(cfg.rope.scaling == NNT_ROPE_SCALING_LONGROPE &&
+                 longest + ngen - 1 > cfg.rope.original_max_position);
+    return side ? tree_generate(tree, fn, &cfg, window, &p, nseq, ngen, &s, out, trace)
+                : generate_each(tree, fn, &cfg, window, &p, nseq, ngen, &s, out, trace);
 }
 
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
@@ -350,6 +481,15 @@ NNT_API int nnt_model_generate_n(nnt_layer *model, const int32_t *prompt, int64_
 {
     return nnt_model_generate_n_trace(model, "nnt_model_generate_n", prompt, nprompt, nseq,
                                       ngen, s, out, NULL);
+}
+
+NNT_API int nnt_model_generate_batch(nnt_layer *model, int64_t nseq,
+                                     const int32_t *const *prompts, const int64_t *nprompts,
+                                     const uint64_t *seeds, int64_t ngen,
+                                     const nnt_sampling *s, int32_t *out)
+{
+    return nnt_model_generate_batch_trace(model, "nnt_model_generate_batch", nseq, prompts,
+                                          nprompts, seeds, ngen, s, out, NULL);
 }
 
 /* ids[0..n) as text into *out (malloc'd): the runs of ids the tokenizer has decoded whole (a

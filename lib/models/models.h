@@ -214,6 +214,12 @@ int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *pr
 int nnt_model_generate_n_trace(nnt_layer *model, const char *fn, const int32_t *prompt,
                                int64_t nprompt, int64_t nseq, int64_t ngen,
                                const nnt_sampling *s, int32_t *out, float *trace);
+/* nnt_model_generate_batch, its errors naming fn, the logits of every sequence's steps
+ * written to trace (nseq, ngen, V) as nnt_model_generate_n_trace writes them. */
+int nnt_model_generate_batch_trace(nnt_layer *model, const char *fn, int64_t nseq,
+                                   const int32_t *const *prompts, const int64_t *nprompts,
+                                   const uint64_t *seeds, int64_t ngen,
+                                   const nnt_sampling *s, int32_t *out, float *trace);
 /* The LoRA adapters of a model tree (lib/models/lora.c; kept with the tree's configuration
  * in lib/models/transformer.c): their settings as PEFT's adapter_config.json says them. */
 typedef struct nnt_model_lora {

@@ -152,23 +152,22 @@ static int before_window(const struct seq_tile *kt, int64_t q_pos0, int64_t wind
 
 /* Positions whose values are known on the host (copied from it: nnt_tensor.ids_host): the
  * earliest key the queries of tile (bi, *, ti) of q can see, the first token of the earliest
- * example among its rows; -1 when unknown (no positions, or values written by tasks or a
- * fill). A key
- * tile wholly before it is wholly across examples for every query of the tile: the pair gets
- * no task (the kernels would change nothing). */
+ * example among its rows (q's row t the query at past + t); -1 when unknown (no positions, or
+ * values written by tasks or a fill). A key tile wholly before it is wholly across examples
+ * for every query of the tile: the pair gets no task (the kernels would change nothing). */
 static int64_t examples_begin(const nnt_tensor *pos, const nnt_tensor *q, int64_t bi,
-                              int64_t ti)
+                              int64_t ti, int64_t past)
 {
     if (!pos || pos->ids_host_n != q->shape[0] * q->shape[2] || !pos->ids_host)
         return -1;
-    int64_t B = q->shape[0], T = q->shape[2], lo = T;
+    int64_t B = q->shape[0], T = q->shape[2], lo = past + T;
     int64_t b0 = bi * q->tile[0], b1 = b0 + q->tile[0] < B ? b0 + q->tile[0] : B;
     int64_t t0 = ti * q->tile[2], t1 = t0 + q->tile[2] < T ? t0 + q->tile[2] : T;
     for (int64_t b = b0; b < b1; b++)
         for (int64_t t = t0; t < t1; t++) {
-            int64_t p = pos->ids_host[b * T + t];
-            p = p < 0 ? 0 : (p > t ? t : p);
-            lo = t - p < lo ? t - p : lo;
+            int64_t p = pos->ids_host[b * T + t], qp = past + t;
+            p = p < 0 ? 0 : (p > qp ? qp : p);
+            lo = qp - p < lo ? qp - p : lo;
         }
     return lo;
 }
@@ -213,7 +212,7 @@ static int64_t band_first(const nnt_tensor *q, const nnt_tensor *k, int64_t bi, 
                           int64_t hk, int64_t i, int64_t window, const nnt_tensor *pos)
 {
     struct seq_tile qt = seq_tile(q, bi, hi, i);
-    int64_t begin = examples_begin(pos, q, bi, i), j = 0;
+    int64_t begin = examples_begin(pos, q, bi, i, 0), j = 0;
     for (; j < i; j++) {
         struct seq_tile kt = seq_tile(k, bi, hk, j);
         if (!before_window(&kt, qt.pos0, window) && !across_examples(&kt, begin))
@@ -454,7 +453,7 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
     struct seq_tile qt = seq_tile(q, bi, hi, i);
     /* the lse, m, l tile has the same index: same leading grid, hd grid 1 */
     int rc = 0, first = 1;
-    int64_t begin = examples_begin(pos, q, bi, i);
+    int64_t begin = examples_begin(pos, q, bi, i, 0);
     kv_tiles_of(q, k, hi, &hk0, &hk1);
     for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
         nnt_attn_map map = head_range(q, k, bi, hi, hk);
@@ -678,7 +677,8 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int
             for (int64_t dj = -(nt - 1); dj <= 0 && rc == 0; dj++)
                 for (int64_t i = -dj; i < nt && rc == 0; i++) {
                     struct seq_tile qt = seq_tile(q, bi, hi, i);
-                    int64_t qi = qt.index, j = i + dj, begin = examples_begin(pos, q, bi, i);
+                    int64_t qi = qt.index, j = i + dj;
+                    int64_t begin = examples_begin(pos, q, bi, i, 0);
                     for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
                         nnt_attn_map map = head_range(q, k, bi, hi, hk);
                         struct seq_tile kt = seq_tile(k, bi, hk, j);
@@ -811,15 +811,17 @@ static int check_kv_args(const char *fn, nnt_tensor *const *all, int64_t past, i
 
 /* Tasks of query tile (bi, hi, i), its rows at positions past + i * tile: one block task per
  * kv head range and key tile holding a key at or before its last query (key row r at
- * position k_pos0 + r), then a finalize. */
+ * position k_pos0 + r) and not wholly before every query's window or example (pos: the
+ * queries' positions in their examples, or NULL), then a finalize. */
 static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t past,
-                         int64_t k_pos0, float scale, int64_t window, float cap, int64_t bi,
-                         int64_t hi, int64_t i)
+                         int64_t k_pos0, float scale, int64_t window, float cap,
+                         nnt_tensor *pos, int64_t bi, int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *m = mll[0], *l = mll[1];
     int64_t hd = q->shape[3], hk0, hk1;
     struct seq_tile qt = seq_tile(q, bi, hi, i);
     int64_t q_pos0 = past + qt.pos0, q_last = q_pos0 + qt.rows - 1;
+    int64_t begin = examples_begin(pos, q, bi, i, past);
     int rc = 0, first = 1;
     kv_tiles_of(q, k, hi, &hk0, &hk1);
     for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
@@ -828,13 +830,14 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
              j++) {
             struct seq_tile kt = seq_tile(k, bi, hk, j);
             kt.pos0 += k_pos0;
-            if (before_window(&kt, q_pos0, window))
-                continue;   /* keys older than every query's window are not read */
+            if (before_window(&kt, q_pos0, window) || across_examples(&kt, begin))
+                continue;   /* keys older than every query's window or example: not read */
             starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, q_pos0,
-                                           kt.pos0, window, scale, cap, h, first, NULL);
+                                           kt.pos0, window, scale, cap, h, first,
+                                           pos_tile(pos, bi, i));
             first = 0;
         }
     }
@@ -849,7 +852,7 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
 /* w: q, k, v, o with one hd tile; m, l and lse are temporaries (B, NH, Tq) (lse read by the
  * sinks only). */
 static int submit_kv(nnt_tensor *const *w, int64_t past, int64_t k_pos0, float scale,
-                     int64_t window, float cap, nnt_tensor *sinks)
+                     int64_t window, float cap, nnt_tensor *pos, nnt_tensor *sinks)
 {
     nnt_tensor *q = w[0], *mll[3] = {NULL, NULL, NULL};
     int64_t shape[3] = {q->shape[0], q->shape[1], q->shape[2]};
@@ -860,7 +863,7 @@ static int submit_kv(nnt_tensor *const *w, int64_t past, int64_t k_pos0, float s
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                rc = kv_query_tile(w, mll, past, k_pos0, scale, window, cap, bi, hi, i);
+                rc = kv_query_tile(w, mll, past, k_pos0, scale, window, cap, pos, bi, hi, i);
     if (rc == 0 && sinks)   /* (the lse of the rows is mll[2]) */
         rc = submit_sinks(w[3], mll[2], sinks, NULL, NULL);
     for (int i = 0; i < 3; i++)
@@ -875,9 +878,6 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
     nnt_tensor *all[4] = {q, k, v, o};
     struct op_opts oo;
     int rc = read_options(fn, q, opts, scale, &oo);
-    if (rc == 0 && oo.pos)
-        rc = nnt_fail(q->ctx, NNT_E_INVAL, "%s: positions (packed examples) are for training "
-                      "forwards, not queries after cached keys", fn);
     if (rc == 0)
         rc = check_kv_args(fn, all, past, k_pos0, oo.scale);
     if (rc == 0 && oo.sinks)
@@ -887,7 +887,7 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_kv(w, past, k_pos0, (float)oo.scale, oo.window, oo.cap, oo.sinks);
+        rc = submit_kv(w, past, k_pos0, (float)oo.scale, oo.window, oo.cap, oo.pos, oo.sinks);
     rc = nnt_whole_last_finish(w[3], o, rc);
     for (int i = 0; i < 3; i++)
         nnt_whole_last_drop(w[i], all[i]);
