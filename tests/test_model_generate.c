@@ -853,21 +853,30 @@ static nnt_layer *batch_model(int model, const nnt_tiling *tl, int64_t *V)
                       : load(&MODELS[2], KV_WINDOW, 1, KV_WINDOW, tl);
 }
 
-/* Row r of out (nb, ngen), logits trace (nb, ngen, V) against prompt r generated alone with
- * seed seeds[r]: the same tokens; the largest |logit difference| returned. */
-static double against_alone(nnt_layer *l, int64_t V, nnt_sampling s, int64_t nb, int64_t ngen,
-                            const int32_t *out, const float *trace, const char *label)
+/* Prompts of a batch, their lengths and seeds */
+typedef struct batch_in {
+    int64_t n;
+    const int32_t *const *prompts;
+    const int64_t *lens;
+    const uint64_t *seeds;
+} batch_in;
+
+/* Row r of out (b->n, ngen), logits trace (b->n, ngen, V) against prompt r generated alone
+ * with seed b->seeds[r]: the same tokens; the largest |logit difference| returned. */
+static double against_alone(nnt_layer *l, int64_t V, nnt_sampling s, const batch_in *b,
+                            int64_t ngen, const int32_t *out, const float *trace,
+                            const char *label)
 {
     int32_t *one = malloc((size_t)ngen * sizeof *one);
     float *lone = malloc((size_t)(ngen * V) * sizeof *lone);
     double worst = 0;
-    for (int64_t r = 0; r < nb; r++) {
-        s.seed = B_SEEDS[r];
-        EXPECT_OK(nnt_model_generate_trace(l, "test", B_PROMPTS[r], B_LENS[r], ngen, &s, one,
+    for (int64_t r = 0; r < b->n; r++) {
+        s.seed = b->seeds[r];
+        EXPECT_OK(nnt_model_generate_trace(l, "test", b->prompts[r], b->lens[r], ngen, &s, one,
                                            lone));
         char what[160];
         snprintf(what, sizeof what, "%s: prompt %lld (%lld tokens) against it alone", label,
-                 (long long)r, (long long)B_LENS[r]);
+                 (long long)r, (long long)b->lens[r]);
         expect_ids(out + r * ngen, one, ngen, what);
         for (int64_t k = 0; k < ngen * V; k++)
             worst = fmax(worst, fabs((double)trace[r * ngen * V + k] - lone[k]));
@@ -879,7 +888,8 @@ static double against_alone(nnt_layer *l, int64_t V, nnt_sampling s, int64_t nb,
 
 /* nnt_model_generate_batch of 4 prompts of 5, 1, 10 and 3 tokens against each alone
  * (nnt_model_generate, seed B_SEEDS[r]), on batch_model's models and three tilings, greedy
- * and sampled: the same tokens, logits within RAGGED_LOGIT_TOL; with an eos that ends some
+ * and sampled: the same tokens, logits within RAGGED_LOGIT_TOL; the same with 6 rows of
+ * which 3 repeat a prompt (the same pointer, or a copy), with seeds of their own; with an eos that ends some
  * rows early, on_token told each token once with its index in out, the step's rows in order;
  * 30 new tokens (past the context of 24) and no_cache: the prompts one after another, the
  * logits of each alone bit for bit. _i = model * 3 + tiling */
@@ -889,9 +899,19 @@ START_TEST(test_generate_batch)
     int64_t V = 0;
     nnt_layer *l = batch_model(model, &TILINGS[ti], &V);
     const int32_t *prompts[NB] = {B_PROMPTS[0], B_PROMPTS[1], B_PROMPTS[2], B_PROMPTS[3]};
+    const batch_in in = {NB, prompts, B_LENS, B_SEEDS};
+    /* prompts repeated (one a copy): a distinct prompt's forward once, its caches copied */
+    int32_t copy2[LONGEST];
+    memcpy(copy2, B_PROMPTS[2], sizeof copy2);
+    const int32_t *rep_prompts[6] = {B_PROMPTS[0], B_PROMPTS[2], B_PROMPTS[0], B_PROMPTS[1],
+                                     copy2, B_PROMPTS[3]};
+    const int64_t rep_lens[6] = {B_LENS[0], B_LENS[2], B_LENS[0], B_LENS[1], B_LENS[2],
+                                 B_LENS[3]};
+    const uint64_t rep_seeds[6] = {5, 6, 7, 5, 8, 9};
+    const batch_in rep = {6, rep_prompts, rep_lens, rep_seeds};
     enum { N = NB * NGEN_B, NLONG = 30 };
-    int32_t *out = malloc((size_t)(NB * NLONG) * sizeof *out);
-    float *trace = malloc((size_t)(NB * NLONG * V) * sizeof *trace);
+    int32_t *out = malloc((size_t)(6 * NLONG) * sizeof *out);
+    float *trace = malloc((size_t)(6 * NLONG * V) * sizeof *trace);
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.top_k = 0;
     const char *names[4] = {"gpt2", "gqa", "gqa window 5", "qwen3"};
@@ -903,7 +923,13 @@ START_TEST(test_generate_batch)
                  sampled ? "sampled" : "greedy", ti);
         EXPECT_OK(nnt_model_generate_batch_trace(l, "test", NB, prompts, B_LENS, B_SEEDS,
                                                  NGEN_B, &s, out, trace));
-        worst = fmax(worst, against_alone(l, V, s, NB, NGEN_B, out, trace, label));
+        worst = fmax(worst, against_alone(l, V, s, &in, NGEN_B, out, trace, label));
+        EXPECT_OK(nnt_model_generate_batch_trace(l, "test", rep.n, rep_prompts, rep_lens,
+                                                 rep_seeds, NGEN_B, &s, out, trace));
+        worst = fmax(worst, against_alone(l, V, s, &rep, NGEN_B, out, trace, label));
+        if (sampled)   /* one prompt, two seeds: two continuations */
+            ck_assert_msg(!same_ids(out, out + 2 * NGEN_B, NGEN_B), "%s: prompt 0 with "
+                          "seeds 5 and 7 drew the same tokens", label);
     }
     EXPECT_TOL(worst, RAGGED_LOGIT_TOL, "%s: logits of the batch against one at a time", label);
     /* seeds NULL: s's seed + r; an eos (row 2's token 4) ending rows early */
@@ -945,7 +971,7 @@ START_TEST(test_generate_batch)
         s.no_cache = nocache;
         EXPECT_OK(nnt_model_generate_batch_trace(l, "test", NB, prompts, B_LENS, B_SEEDS, ngen,
                                                  &s, out, trace));
-        double d = against_alone(l, V, s, NB, ngen, out, trace, nocache ? "no cache" :
+        double d = against_alone(l, V, s, &in, ngen, out, trace, nocache ? "no cache" :
                                  "past the context");
         ck_assert_msg(d == 0.0, "%s: one after another, logits differ by %g from alone",
                       label, d);

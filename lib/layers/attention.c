@@ -367,22 +367,23 @@ static int batch_like(nnt_layer *l, const nnt_tensor *like, int64_t nseq, nnt_te
     return nnt_tensor_create(l->ctx, NNT_FP32, 4, shape, tile, t);
 }
 
-int gl_attention_broadcast_cache(nnt_layer *l, int64_t nseq)
+int gl_attention_expand_cache(nnt_layer *l, int64_t nseq, const int64_t *src)
 {
     if (l->vt != &attention_vt)
         return NNT_OK;
     attention *a = l->impl;
     if (!a->cache[0])
         return NNT_OK;
-    if (a->cache[0]->shape[0] != 1)
-        return nnt_fail(l->ctx, NNT_E_STATE, "generation: key/value caches of %lld sequences "
-                        "cannot be copied into %lld (one sequence's only)",
-                        (long long)a->cache[0]->shape[0], (long long)nseq);
+    for (int64_t r = 0; r < nseq; r++)
+        if ((src ? src[r] : 0) < 0 || (src ? src[r] : 0) >= a->cache[0]->shape[0])
+            return nnt_fail(l->ctx, NNT_E_STATE, "generation: sequence %lld continues prompt "
+                            "%lld of key/value caches of %lld", (long long)r,
+                            (long long)(src ? src[r] : 0), (long long)a->cache[0]->shape[0]);
     for (int i = 0; i < 2; i++) {
         nnt_tensor *many = NULL, *spare = NULL;   // (nseq, NKV, rows, hd)
         int rc = batch_like(l, a->cache[i], nseq, &many);
         for (int64_t r = 0; r < nseq && rc == NNT_OK; r++)
-            rc = gl_copy_rows(a->cache[i], 0, 0, many, r, 1);
+            rc = gl_copy_rows(a->cache[i], 0, src ? src[r] : 0, many, r, 1);
         if (rc == NNT_OK && a->spare[i] && (rc = batch_like(l, a->spare[i], nseq, &spare)) == 0)
             rc = nnt_tensor_fill(spare, 0.0);
         if (rc != NNT_OK) {

@@ -863,11 +863,11 @@ void gl_release_caches(nnt_layer *l)
         gl_release_caches(l->children[i]);
 }
 
-int gl_broadcast_caches(nnt_layer *l, int64_t nseq)
+int gl_expand_caches(nnt_layer *l, int64_t nseq, const int64_t *src)
 {
     if (l->vt->kind == NNT_LAYER_ATTENTION)
-        NNT_TRY(gl_attention_broadcast_cache(l, nseq));
+        NNT_TRY(gl_attention_expand_cache(l, nseq, src));
     for (int i = 0; i < l->nchildren; i++)
-        NNT_TRY(gl_broadcast_caches(l->children[i], nseq));
+        NNT_TRY(gl_expand_caches(l->children[i], nseq, src));
     return NNT_OK;
 }

@@ -241,17 +241,18 @@ int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tenso
 int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at,
                                 nnt_tensor **y);
 void gl_attention_release_cache(nnt_layer *l);
-/* The caches of one sequence (B 1) copied into nseq rows (B nseq, one tile), each sequence
- * then continuing the same prompt (a window's spare pair made anew with nseq rows); a layer
- * without caches is left alone. */
-int gl_attention_broadcast_cache(nnt_layer *l, int64_t nseq);
+/* The caches' rows (a prompt each) copied into nseq rows (B nseq, one tile): row r a copy of
+ * row src[r] (src NULL: of row 0, every sequence continuing one prompt), each sequence then
+ * continuing its prompt (a window's spare pair made anew with nseq rows); a layer without
+ * caches is left alone. */
+int gl_attention_expand_cache(nnt_layer *l, int64_t nseq, const int64_t *src);
 /* The forward of l at positions at->past ..: an embedding at an offset, an attention layer or
  * a block (its attention) with the caches, a sequential layer child by child, any other
  * kind (position-free) its ordinary forward. */
 int gl_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at, nnt_tensor **y);
 /* Free the key/value caches of the subtree. */
 void gl_release_caches(nnt_layer *l);
-/* gl_attention_broadcast_cache over the subtree. */
-int gl_broadcast_caches(nnt_layer *l, int64_t nseq);
+/* gl_attention_expand_cache over the subtree. */
+int gl_expand_caches(nnt_layer *l, int64_t nseq, const int64_t *src);
 
 #endif

@@ -19,6 +19,15 @@
  * cached keys rotated anew with the long factors (transformers' Phi3ForCausalLM drops its
  * cache there).
  *
+ * Several sequences (generate_n, generate_batch): each distinct prompt runs once, a row of
+ * the prompts' forward each (P rows); its keys and values are then copied into a row for
+ * every sequence that continues it (gl_expand_caches) and each step is one forward of the
+ * nseq new tokens (nseq, 1), the weights read once for all. Prompts of different lengths are
+ * padded on the left to the longest, so that every prompt ends at the same position: each
+ * row's pads form an example of their own and its tokens take positions 0, 1, ... as alone
+ * (the rows' positions go to the embedding, the rotations and the cached attention through
+ * gl_cache_pos.positions), so a token never sees a pad.
+ *
  * Under MPI the tensors a generation creates (token ids, activations, key/value caches,
  * logits) belong to rank 0 while it runs (the root distribution; gen_root_placement), so
  * that rank 0 runs every task of a token: the weights it reads from other ranks come once
@@ -36,13 +45,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The prompts of a generation: one shared by every sequence (generate, generate_n), or one
- * a sequence (generate_batch: ragged), and the sequences' seeds. */
+/* The prompts of a generation, each different (one shared by every sequence: generate,
+ * generate_n), which of them each sequence continues, and the sequences' seeds. */
 typedef struct gen_prompts {
-    const int32_t *const *ids;   // (ragged ? nseq : 1) the prompts
-    const int64_t *len;          // (ragged ? nseq : 1) their lengths
+    int64_t n;                   /* prompts                                                  */
+    const int32_t *const *ids;   // (n) the prompts
+    const int64_t *len;          // (n) their lengths
+    const int64_t *src;          // (nseq) sequence r continues prompt src[r]; NULL: all prompt 0
     const uint64_t *seeds;       // (nseq) each sequence's seed, or NULL: s's seed + its index
-    int ragged;
 } gen_prompts;
 
 /* What one generation holds. */
@@ -50,7 +60,8 @@ typedef struct gen {
     nnt_layer *model;
     gen_prompts p;
     int64_t longest;         /* the longest prompt: the prompts end at its last position,
-                                the others padded on the left (ragged)                     */
+                                the others padded on the left                              */
+    int padded;              /* the prompts' lengths differ: the rows' positions are given  */
     int64_t window;          /* the most tokens a forward sees                            */
     int use_cache;
     int64_t cached;          /* positions in the caches (0: none)                         */
@@ -58,15 +69,15 @@ typedef struct gen {
     int64_t reprefill;       /* n at which the caches are computed again (LongRoPE's switch to
                                 its long factors: original_max_position + 1); 0: none     */
     int64_t nseq;            /* sequences generated side by side (a batch of nseq rows)   */
-    int64_t rows;            /* the last forward's rows: 1 for the prompt they all share,
-                                then nseq (ragged: nseq from the first)                    */
-    int64_t cache_seqs;      /* the caches' sequences: 1 after a shared prompt            */
+    int64_t rows;            /* the last forward's rows: a prompt each for the prompts (one
+                                they all share: 1), then nseq                              */
+    int64_t cache_seqs;      /* the caches' rows: the prompts' after them                  */
     int32_t *ids;            // (nseq, window) host copy of the windows
-    int32_t *pos;            // (nseq, window) their positions in their sequences (ragged)
-    float *logits;           // (nseq, V) the last forward's logits (one row after the prompt)
+    int32_t *pos;            // (nseq, window) their positions in their sequences (padded)
+    float *logits;           // (nseq, V) the last forward's logits (a row a prompt after them)
     uint64_t (*rng)[4];      // (nseq) a sampling generator a sequence
     nnt_tensor *tokens;      // (rows, w) int32, one tile
-    nnt_tensor *positions;   // (rows, w) int32, one tile (ragged)
+    nnt_tensor *positions;   // (rows, w) int32, one tile (padded)
     nnt_tensor *last;        // (rows, 1, C) the final norm's output at the last position
     nnt_sampler sm;
 } gen;
@@ -140,33 +151,46 @@ static int copy_last_row(nnt_ctx *ctx, nnt_tensor *src, nnt_tensor **dst)
     return gl_copy_rows(src, 1, src->shape[1] - 1, *dst, 0, 1);
 }
 
+/* the prompt sequence r continues */
+static int64_t prompt_of_seq(const gen *g, int64_t r)
+{
+    return g->p.src ? g->p.src[r] : 0;
+}
+
+/* The prompt of row r of a forward of g->rows rows (the prompts' forward: a row a prompt,
+ * then a row a sequence) */
+static int64_t prompt_of(const gen *g, int64_t r)
+{
+    return g->rows == g->nseq ? prompt_of_seq(g, r) : r;
+}
+
 /* Row r's token at position c of the rows (the prompts padded on the left to the longest;
  * out: (nseq, ngen), each sequence's tokens so far) and its position in its sequence (a pad
  * at c: c, its pads an example of their own). */
 static int32_t token_at(const gen *g, const int32_t *out, int64_t ngen, int64_t r, int64_t c,
                         int32_t *pos)
 {
-    int64_t k = g->p.ragged ? r : 0, pad = g->longest - g->p.len[k];
+    int64_t k = prompt_of(g, r), pad = g->longest - g->p.len[k];
     const int32_t *prompt = g->p.ids[k];
     *pos = (int32_t)(c < pad ? c : c - pad);
     return c < pad ? prompt[0]
                    : nnt_generate_token_at(prompt, g->p.len[k], out + r * ngen, c - pad);
 }
 
-/* The token ids (rows, w) of positions n - w .. n - 1 of the rows into g->tokens, their
- * positions into g->positions (ragged; *positions then that, else NULL). */
-static int gen_inputs(gen *g, const int32_t *out, int64_t ngen, int64_t n, int64_t rows,
-                      int64_t w, nnt_tensor **positions)
+/* The token ids (g->rows, w) of positions n - w .. n - 1 of the rows into g->tokens, their
+ * positions into g->positions (padded; *positions then that, else NULL). */
+static int gen_inputs(gen *g, const int32_t *out, int64_t ngen, int64_t n, int64_t w,
+                      nnt_tensor **positions)
 {
     nnt_ctx *ctx = g->model->ctx;
-    int64_t shape[2] = {rows, w};
+    int64_t rows = g->rows, shape[2] = {rows, w};
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < w; j++)
             g->ids[r * w + j] = token_at(g, out, ngen, r, n - w + j, &g->pos[r * w + j]);
     NNT_TRY(ensure(ctx, &g->tokens, NNT_INT32, 2, shape, shape));
     NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)(rows * w) * sizeof *g->ids));
     *positions = NULL;
-    if (!g->p.ragged)
+    if (!g->padded)
         return NNT_OK;
     NNT_TRY(ensure(ctx, &g->positions, NNT_INT32, 2, shape, shape));
     NNT_TRY(nnt_tensor_copy_from_host(g->positions, g->pos, (size_t)(rows * w) * sizeof *g->pos));
@@ -175,8 +199,8 @@ static int gen_inputs(gen *g, const int32_t *out, int64_t ngen, int64_t n, int64
 }
 
 /* The logits (V) after the first n positions of each row into g->logits, a row a sequence
- * (out: (nseq, ngen), each sequence's tokens so far); one row while n is a shared prompt's
- * length. Children: the embedding, the blocks, the final norm, the head, (a soft-cap,) the
+ * (out: (nseq, ngen), each sequence's tokens so far); a row a prompt while n is the longest
+ * prompt's length. Children: the embedding, the blocks, the final norm, the head, (a soft-cap,) the
  * loss: the head and what follows it run on the last position only. */
 static int gen_logits(gen *g, const int32_t *out, int64_t ngen, int64_t n)
 {
@@ -184,14 +208,14 @@ static int gen_logits(gen *g, const int32_t *out, int64_t ngen, int64_t n)
     int decode = g->use_cache && n <= g->window && g->cached == n - 1 && g->cached > 0 &&
                  n != g->reprefill;
     int prefill = g->use_cache && n <= g->window && !decode;
-    int64_t rows = g->rows = n == g->longest && !g->p.ragged ? 1 : g->nseq;
+    int64_t rows = g->rows = n == g->longest ? g->p.n : g->nseq;
     int64_t w = decode ? 1 : (n < g->window ? n : g->window);
     gl_cache_pos at = {decode ? n - 1 : 0, g->cache_len, 0, NULL};
-    if (decode && g->cache_seqs != rows) {   /* the prompt's keys and values, every row's */
-        NNT_TRY(gl_broadcast_caches(m, rows));
+    if (decode && g->cache_seqs != rows) {   /* the prompts' keys and values, every row's */
+        NNT_TRY(gl_expand_caches(m, rows, g->p.src));
         g->cache_seqs = rows;
     }
-    NNT_TRY(gen_inputs(g, out, ngen, n, rows, w, &at.positions));
+    NNT_TRY(gen_inputs(g, out, ngen, n, w, &at.positions));
     nnt_tensor *x = g->tokens, *logits = NULL;   // (rows, w) -> (rows, w, C)
     int head = m->nchildren - 2;   /* lm_head: before the soft-cap or the logits' scale */
     while (m->children[head]->vt->kind == NNT_LAYER_SOFTCAP ||
@@ -238,8 +262,8 @@ static int gen_alloc(gen *g, const nnt_ctx *ctx, const char *fn, int64_t V, uint
     return NNT_OK;
 }
 
-/* Step i's token of every sequence not yet ended from g->logits (g->rows of them: one
- * shared by all after the prompt) into out (nseq, ngen); *live: the sequences not ended,
+/* Step i's token of every sequence not yet ended from g->logits (g->rows of them: a row a
+ * prompt after the prompts) into out (nseq, ngen); *live: the sequences not ended,
  * less those that end here (their eos then fills the rest of their row). */
 static int gen_pick(gen *g, nnt_ctx *ctx, const char *fn, const nnt_sampling *s, int64_t i,
                     int64_t ngen, int32_t *out, float *trace, int64_t *live)
@@ -249,7 +273,7 @@ static int gen_pick(gen *g, nnt_ctx *ctx, const char *fn, const nnt_sampling *s,
         int32_t *o = out + r * ngen;
         if (i > 0 && is_eos(s, o[i - 1]))
             continue;   /* ended */
-        const float *lr = g->logits + (g->rows == 1 ? 0 : r) * V;
+        const float *lr = g->logits + (g->rows == g->nseq ? r : prompt_of_seq(g, r)) * V;
         if (trace)
             memcpy(trace + (r * ngen + i) * V, lr, (size_t)V * sizeof *trace);
         NNT_TRY(nnt_sampler_pick(&g->sm, ctx, fn, lr, g->rng[r], &o[i]));
@@ -265,7 +289,7 @@ static int gen_pick(gen *g, nnt_ctx *ctx, const char *fn, const nnt_sampling *s,
 }
 
 /* model: the tree of cfg's model (window: the most tokens a forward sees); p: the prompts
- * (ragged: with a cache, the longest of them and ngen - 1 within the window) */
+ * (several: with a cache, the longest of them and ngen - 1 within the window) */
 static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_config *cfg,
                          int64_t window, const gen_prompts *p, int64_t nseq, int64_t ngen,
                          const nnt_sampling *s, int32_t *out, float *trace)
@@ -279,8 +303,10 @@ static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_confi
     memset(&g, 0, sizeof g);
     g.model = model;
     g.p = *p;
-    for (int64_t r = 0; r < (p->ragged ? nseq : 1); r++)
-        g.longest = p->len[r] > g.longest ? p->len[r] : g.longest;
+    for (int64_t k = 0; k < p->n; k++)
+        g.longest = p->len[k] > g.longest ? p->len[k] : g.longest;
+    for (int64_t k = 0; k < p->n; k++)
+        g.padded |= p->len[k] != g.longest;
     g.window = window;
     g.nseq = nseq;
     g.use_cache = !s->no_cache;
@@ -397,7 +423,7 @@ int nnt_model_generate_n_trace(nnt_layer *model, const char *fn, const int32_t *
                                s.top_k, out));
     if (ngen == 0)
         return NNT_OK;
-    gen_prompts p = {&prompt, &nprompt, NULL, 0};
+    gen_prompts p = {1, &prompt, &nprompt, NULL, NULL};
     return tree_generate(tree, fn, &cfg, window, &p, nseq, ngen, &s, out, trace);
 }
 
@@ -428,11 +454,55 @@ static int generate_each(nnt_layer *tree, const char *fn, const nnt_model_config
             one.on_token = batch_on_token;
             one.on_token_arg = &bt;
         }
-        gen_prompts q = {&p->ids[r], &p->len[r], NULL, 0};
+        gen_prompts q = {1, &p->ids[r], &p->len[r], NULL, NULL};
         NNT_TRY(tree_generate(tree, fn, cfg, window, &q, 1, ngen, &one, out + r * ngen,
                               trace ? trace + r * ngen * cfg->vocab : NULL));
     }
     return NNT_OK;
+}
+
+/* The distinct prompts among prompts[0 .. nseq) into ids and len (room for nseq), in order of
+ * first appearance, their count into *n, and into src[r] the one sequence r continues. */
+static void distinct_prompts(int64_t nseq, const int32_t *const *prompts,
+                             const int64_t *nprompts, const int32_t **ids, int64_t *len,
+                             int64_t *src, int64_t *n)
+{
+    *n = 0;
+    for (int64_t r = 0; r < nseq; r++) {
+        int64_t k = 0;
+        while (k < *n && !(len[k] == nprompts[r] &&
+                           (ids[k] == prompts[r] ||
+                            !memcmp(ids[k], prompts[r], (size_t)len[k] * sizeof *ids[k]))))
+            k++;
+        if (k == *n) {
+            ids[k] = prompts[r];
+            len[k] = nprompts[r];
+            ++*n;
+        }
+        src[r] = k;
+    }
+}
+
+/* The prompts side by side, a distinct prompt's forward once for every sequence that
+ * continues it. */
+static int generate_side(nnt_layer *tree, const char *fn, const nnt_model_config *cfg,
+                         int64_t window, const gen_prompts *each, int64_t nseq, int64_t ngen,
+                         const nnt_sampling *s, int32_t *out, float *trace)
+{
+    const int32_t **ids = malloc((size_t)nseq * sizeof *ids);
+    int64_t *len = malloc((size_t)nseq * sizeof *len), *src = malloc((size_t)nseq * sizeof *src);
+    int rc = ids && len && src ? NNT_OK
+             : nnt_fail(tree->ctx, NNT_E_NOMEM, "%s: out of memory (%lld prompts)", fn,
+                        (long long)nseq);
+    if (rc == NNT_OK) {
+        gen_prompts p = {0, ids, len, src, each->seeds};
+        distinct_prompts(nseq, each->ids, each->len, ids, len, src, &p.n);
+        rc = tree_generate(tree, fn, cfg, window, &p, nseq, ngen, s, out, trace);
+    }
+    free(ids);
+    free(len);
+    free(src);
+    return rc;
 }
 
 int nnt_model_generate_batch_trace(nnt_layer *model, const char *fn, int64_t nseq,
@@ -459,14 +529,14 @@ int nnt_model_generate_batch_trace(nnt_layer *model, const char *fn, int64_t nse
     }
     if (ngen == 0)
         return NNT_OK;
-    gen_prompts p = {prompts, nprompts, seeds, 1};
+    gen_prompts each = {nseq, prompts, nprompts, NULL, seeds};
     /* side by side when every sequence stays within the window of one cache (not past it,
      * where positions restart, nor across LongRoPE's switch) */
     int side = !s.no_cache && longest + ngen - 1 <= window && nseq > 1 &&
                !(cfg.rope.scaling == NNT_ROPE_SCALING_LONGROPE &&
                  longest + ngen - 1 > cfg.rope.original_max_position);
-    return side ? tree_generate(tree, fn, &cfg, window, &p, nseq, ngen, &s, out, trace)
-                : generate_each(tree, fn, &cfg, window, &p, nseq, ngen, &s, out, trace);
+    return side ? generate_side(tree, fn, &cfg, window, &each, nseq, ngen, &s, out, trace)
+                : generate_each(tree, fn, &cfg, window, &each, nseq, ngen, &s, out, trace);
 }
 
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
