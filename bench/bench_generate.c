@@ -6,7 +6,7 @@
  * Usage: bench_generate [--model PRESET] [--prompt N] [--new N] [--cpus N] [--no-cache]
  *                       [--rounds N] [--seed S] [--tile-channels N] [--tile-hidden N]
  *                       [--precision fp32|tf32|bf16] [--freeze none|bf16|fp32|nf4]
- *                       [--samples N] [--temperature T] [--top-k K]
+ *                       [--samples N] [--ragged] [--temperature T] [--top-k K]
  * Defaults: gpt2, prompt 64 random ids, 128 new tokens (greedy), 2 CPU workers, the cache, one
  * untimed warm-up generation of 8 tokens, then 1 timed round. Prints per round the time of
  * the whole call (prefill included) and new tokens / s, and the first new ids (so that runs
@@ -15,8 +15,11 @@
  * NNT_FREEZE_KEEP_FP32, nf4 NNT_FREEZE_NF4 (the matrices in NF4, QLoRA's base).
  * --samples N (N > 1): each round times N sequences side by side (nnt_model_generate_n) and
  * then the same N one after another (nnt_model_generate with seeds S + r), and prints both
- * rates (new tokens of all sequences a second) and their ratio. --temperature (default 0:
- * greedy) and --top-k (default 40) choose the sampling. */
+ * rates (new tokens of all sequences a second) and their ratio. --ragged with --samples N:
+ * N different prompts of lengths from --prompt down to about half of it (prompt r of
+ * ragged_len: the ids of one random sequence from a different start each) side by side
+ * (nnt_model_generate_batch, seeds S + r) against the same one after another.
+ * --temperature (default 0: greedy) and --top-k (default 40) choose the sampling. */
 #include <nnt.h>
 
 #include <stdio.h>
@@ -42,6 +45,7 @@ int main(int argc, char **argv)
 {
     const char *preset = "gpt2";
     long nprompt = 64, ngen = 128, cpus = 2, rounds = 1, no_cache = 0, seed = 1, nseq = 1;
+    int ragged = 0;
     long top_k = 40;
     double temperature = 0.0;
     const char *precision = "fp32", *freeze = "none";
@@ -50,6 +54,10 @@ int main(int argc, char **argv)
         const char *k = argv[i];
         if (!strcmp(k, "--no-cache")) {
             no_cache = 1;
+            continue;
+        }
+        if (!strcmp(k, "--ragged")) {
+            ragged = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -124,19 +132,37 @@ int main(int argc, char **argv)
     srand((unsigned)seed);
     for (long i = 0; i < nprompt; i++)
         prompt[i] = (int32_t)(rand() % cfg.vocab);
+    /* --ragged: prompt r the ragged_len(r) ids from position r of the random sequence */
+    int32_t *all = malloc((size_t)(nprompt + nseq) * sizeof *all);
+    const int32_t **prompts = malloc((size_t)nseq * sizeof *prompts);
+    int64_t *lens = malloc((size_t)nseq * sizeof *lens);
+    for (long i = 0; i < nprompt + nseq; i++)
+        all[i] = (int32_t)(rand() % cfg.vocab);
+    for (long r = 0; r < nseq; r++) {
+        prompts[r] = all + r;
+        lens[r] = nprompt - r * (nprompt / 2) / nseq;
+    }
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.temperature = temperature;
     s.top_k = top_k;
     s.no_cache = (int)no_cache;
-    if ((rc = nnt_model_generate_n(model, prompt, nprompt, nseq, ngen < 8 ? ngen : 8, &s, out)))
-        return fail("nnt_model_generate_n (warm-up)", rc);
-    printf("# %s, prompt %ld, %ld new tokens, %ld sequences, temperature %g top_k %ld, %ld CPU "
-           "workers, %s, %s products, frozen: %s\n", preset, nprompt, ngen, nseq, temperature,
-           top_k, cpus, no_cache ? "no cache" : "key/value cache", precision, freeze);
+    if ((rc = ragged ? nnt_model_generate_batch(model, nseq, prompts, lens, NULL,
+                                                ngen < 8 ? ngen : 8, &s, out)
+                     : nnt_model_generate_n(model, prompt, nprompt, nseq, ngen < 8 ? ngen : 8,
+                                            &s, out)))
+        return fail("the warm-up", rc);
+    printf("# %s, prompt %ld%s, %ld new tokens, %ld sequences, temperature %g top_k %ld, %ld "
+           "CPU workers, %s, %s products, frozen: %s\n", preset, nprompt,
+           ragged ? " down to about half (a prompt each)" : "", ngen, nseq, temperature, top_k,
+           cpus, no_cache ? "no cache" : "key/value cache", precision, freeze);
     for (long r = 0; r < rounds; r++) {
         double t0 = now();
-        if ((rc = nnt_model_generate_n(model, prompt, nprompt, nseq, ngen, &s, out)))
-            return fail("nnt_model_generate_n", rc);
+        if (ragged)
+            rc = nnt_model_generate_batch(model, nseq, prompts, lens, NULL, ngen, &s, out);
+        else
+            rc = nnt_model_generate_n(model, prompt, nprompt, nseq, ngen, &s, out);
+        if (rc)
+            return fail(ragged ? "nnt_model_generate_batch" : "nnt_model_generate_n", rc);
         double dt = now() - t0;
         printf("round %ld: %.3f s, %.2f tokens/s; first ids", r + 1, dt,
                (double)(ngen * nseq) / dt);
@@ -147,7 +173,8 @@ int main(int argc, char **argv)
             double t1 = now();
             for (long q = 0; q < nseq; q++) {
                 one.seed = s.seed + (uint64_t)q;
-                if ((rc = nnt_model_generate(model, prompt, nprompt, ngen, &one, out)))
+                if ((rc = ragged ? nnt_model_generate(model, prompts[q], lens[q], ngen, &one, out)
+                                 : nnt_model_generate(model, prompt, nprompt, ngen, &one, out)))
                     return fail("nnt_model_generate", rc);
             }
             double dt1 = now() - t1;
@@ -158,6 +185,9 @@ int main(int argc, char **argv)
     }
     free(prompt);
     free(out);
+    free(all);
+    free(prompts);
+    free(lens);
     nnt_layer_destroy(model);
     nnt_ctx_destroy(ctx);
     return 0;

@@ -14,7 +14,10 @@
 # bits (generate_hf.py's nf4 / nf4-bf16: compute in the precision); with "bf16", nnt's
 # frozen (its matrices in bf16 under bf16 products; transformers' as for none). SAMPLES
 # (default 1): that many sequences of the prompt side by side (bench_generate --samples, which
-# also times them one after another; transformers' generate on a batch of as many copies).
+# also times them one after another; transformers' generate on a batch of as many copies);
+# with RAGGED=1 as many prompts of their own, of lengths from PROMPT down to about half
+# (bench_generate --ragged: nnt_model_generate_batch; transformers' generate on them padded
+# on the left with an attention mask).
 # Results go to bench/RESULTS-generate.md by hand.
 set -eu
 py=${1:-/tmp/venv-torch/bin/python}
@@ -24,6 +27,8 @@ threads=${THREADS:-2}
 prompt=${PROMPT:-64}
 new=${NEW:-128}
 here=$(dirname "$0")
+ragged='' hfragged=''
+[ "${RAGGED:-0}" = 1 ] && ragged=--ragged hfragged=ragged
 export STARPU_SILENT=1
 STARPU_HOME=${STARPU_HOME:-$(mktemp -d)}
 export STARPU_HOME
@@ -38,8 +43,9 @@ for r in $(seq 1 "$rounds"); do
         for p in $precisions; do
           for f in ${FREEZES:-none}; do
             echo "## round $r: $m $p frozen $f (load $(cut -d' ' -f1 /proc/loadavg))"
+            # shellcheck disable=SC2086 # $ragged: a word or none
             bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" --cpus "$threads" \
-                --precision "$p" --freeze "$f" --samples "${SAMPLES:-1}" |
+                --precision "$p" --freeze "$f" --samples "${SAMPLES:-1}" $ragged |
                 sed -n "s/^round 1/nnt cache $m $p $f/p"
             if [ "$r" = 1 ] && [ "${SKIP_NO_CACHE:-0}" != 1 ]; then
                 bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" \
@@ -48,7 +54,8 @@ for r in $(seq 1 "$rounds"); do
             fi
             hf=$p
             [ "$f" = nf4 ] && { [ "$p" = bf16 ] && hf=nf4-bf16 || hf=nf4; }
-            "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads" "$hf" "${SAMPLES:-1}" \
+            # shellcheck disable=SC2086 # $hfragged: a word or none
+            "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads" "$hf" "${SAMPLES:-1}" $hfragged \
                 2>/dev/null |
                 grep '^hf'
           done

@@ -4,14 +4,18 @@
 the shapes of nnt's presets (random weights), the peer of bench/bench_generate.c; run by
 bench/bench_generate.sh (needs PyTorch + transformers, e.g. /tmp/venv-torch/bin/python).
 
-    generate_hf.py MODEL PROMPT NEW THREADS [DTYPE [SAMPLES]]
+    generate_hf.py MODEL PROMPT NEW THREADS [DTYPE [SAMPLES [ragged]]]
 MODEL: gpt2 | smollm2-135m | llama-3.2-1b. DTYPE fp32 (default) or bf16: the model's weights
 and activations in that type (PyTorch's bf16 inference; nnt's bf16 precision keeps float
 activations and rounds the products' operands); nf4 or nf4-bf16: the model saved, then loaded
 by bitsandbytes in 4 bits (BitsAndBytesConfig load_in_4bit, nf4, compute dtype fp32 or bf16;
 its linears' weights in NF4, the rest as for fp32 / bf16: nnt's --freeze nf4). SAMPLES
 (default 1): a batch of that many copies of the prompt, decoded together (the peer of
-bench_generate --samples; greedy generate takes no num_return_sequences). Prints one line:
+bench_generate --samples; greedy generate takes no num_return_sequences); with "ragged",
+SAMPLES different prompts of lengths from PROMPT down to about half of it (prompt r:
+PROMPT - r * (PROMPT // 2) // SAMPLES ids from position r of one random sequence, as
+bench_generate --ragged), padded on the left with an attention mask (transformers' batched
+generation). Prints one line:
 "hf MODEL: S s, R tokens/s" (the whole generate call, prefill included, new tokens of all
 sequences a second, after an untimed warm-up generation of 8 tokens)."""
 import sys
@@ -54,6 +58,7 @@ def main():
     name, nprompt, ngen, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     dtype = sys.argv[5] if len(sys.argv) > 5 else "fp32"
     samples = int(sys.argv[6]) if len(sys.argv) > 6 else 1
+    ragged = len(sys.argv) > 7 and sys.argv[7] == "ragged"
     if dtype not in ("fp32", "bf16", "nf4", "nf4-bf16"):
         raise SystemExit(f"generate_hf.py: DTYPE {dtype}: use fp32, bf16, nf4 or nf4-bf16")
     torch.set_num_threads(threads)
@@ -65,6 +70,14 @@ def main():
         model = quantized(model, dtype)
     prompt = torch.randint(0, model.config.vocab_size, (1, nprompt)).repeat(samples, 1)
     mask = torch.ones_like(prompt)
+    if ragged:  # prompt r: its ids right-aligned, the pads masked
+        ids = torch.randint(0, model.config.vocab_size, (nprompt + samples,))
+        prompt = torch.zeros((samples, nprompt), dtype=torch.long)
+        mask = torch.zeros_like(prompt)
+        for r in range(samples):
+            n = nprompt - r * (nprompt // 2) // samples
+            prompt[r, nprompt - n:] = ids[r:r + n]
+            mask[r, nprompt - n:] = 1
 
     def run(n):
         return model.generate(prompt, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
@@ -78,7 +91,7 @@ def main():
     assert out.shape == (samples, nprompt + ngen)
     print(f"hf {name}: {dt:.3f} s, {samples * ngen / dt:.2f} tokens/s (torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads, {dtype}, {samples} "
-          f"sequences)")
+          f"sequences{', prompts of their own' if ragged else ''})")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ typedef struct opts {
     const char *messages;                   /* --messages FILE: a conversation (--chat) */
     const char *classify;                   /* --classify FILE: classification records */
     const char *prompts;                    /* --prompts FILE: prompt records, each continued */
-    int64_t batch;                          /* --batch: --classify's rows a forward   */
+    int64_t batch;                          /* --batch: --classify's rows a forward,
+                                               --prompts' prompts side by side        */
     int chat, chat_template;                /* --chat; its template (chat_templates)  */
     int no_think;                           /* --no-think: Qwen3's enable_thinking=False */
     const char *chat_date;                  /* --chat-date: Llama 3.1+'s, gpt-oss's date */
@@ -94,7 +95,8 @@ static const cli_option table[] = {
             "records,\nJSON Lines {\"text\": ...} (a \"label\", index or name,\noptional), "
             "one result a line (JSON) and the\naccuracy over the labelled ones (-: standard "
             "input)"),
-    OPT_INT("batch", batch, 1, 4096, "8", 0, "N", "--classify's texts a forward (default 8)"),
+    OPT_INT("batch", batch, 1, 4096, "8", 0, "N", "--classify's texts a forward, --prompts' "
+            "prompts\ncontinued side by side (default 8)"),
     OPT_STR("prompts", prompts, NULL, 0, "FILE", "JSON Lines of prompts, TRL's prompt-only "
             "records\n{\"prompt\": text or messages, ...} (or {\"messages\":\n[...]}), each "
             "continued as it would be alone\n(messages: with the chat template), written "
@@ -1329,17 +1331,77 @@ static int print_prompt_record(const opts *o, const nnt_tokenizer *tok, const re
     return fflush(stdout) ? lib_error("standard output", NNT_E_IO) : 0;
 }
 
-/* --prompts: each record's prompt continued as nnt_model_generate (--num-samples N > 1:
- * nnt_model_generate_n) continues it alone, with the same sampling (seed S for each record),
- * and written back with its continuation (print_prompt_record) as it is done; on a terminal
- * the count so far; at the end the prompts, tokens and time on standard error. */
+/* The records of a chunk, [first, first + n) of r, in the order they are generated: by the
+ * length of their prompts (a batch's prompts padded on the left to its longest: prompts of
+ * like lengths waste the least), the file's order among equals. */
+static const records *sort_records;
+
+static int by_prompt_length(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    int64_t la = sort_records->r[a].len, lb = sort_records->r[b].len;
+    return la != lb ? (la < lb ? -1 : 1) : (a < b ? -1 : a > b);
+}
+
+/* The continuations of --prompts' records idx[0 .. n) (nseq samples each, sample k with seed
+ * S + k, as each record alone) generated side by side (nnt_model_generate_batch) into
+ * done[idx[i]] (malloc'd, (nseq, ngen)); 0, or 1 reported. */
+static int generate_batch(const opts *o, nnt_layer *model, const records *r,
+                          const int64_t *idx, size_t n, const nnt_sampling *s, int32_t **done)
+{
+    size_t nseq = (size_t)o->num_samples, ngen = (size_t)o->max_new, rows = n * nseq;
+    const int32_t **prompts = malloc(rows * sizeof *prompts);
+    int64_t *lens = malloc(rows * sizeof *lens);
+    uint64_t *seeds = malloc(rows * sizeof *seeds);
+    int32_t *out = malloc((rows * ngen + 1) * sizeof *out);
+    int rc = prompts && lens && seeds && out ? 0 : NNT_E_NOMEM;
+    for (size_t row = 0; rc == 0 && row < rows; row++) {
+        const record *c = &r->r[idx[row / nseq]];
+        prompts[row] = c->ids;
+        lens[row] = c->len;
+        seeds[row] = s->seed + row % nseq;
+    }
+    if (rc == 0)
+        rc = nnt_model_generate_batch(model, (int64_t)rows, prompts, lens, seeds,
+                                      (int64_t)ngen, s, out);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int32_t *mine = malloc((nseq * ngen + 1) * sizeof *mine);
+        if (!mine) {
+            rc = NNT_E_NOMEM;
+            break;
+        }
+        memcpy(mine, out + i * nseq * ngen, nseq * ngen * sizeof *mine);
+        done[idx[i]] = mine;
+    }
+    free(prompts), free(lens), free(seeds), free(out);
+    if (rc == 0)
+        return 0;
+    const record *c = &r->r[idx[0]];
+    if (n > 1)
+        fprintf(stderr, "nnt-generate: --prompts %s: %zu records side by side, line %lld "
+                "among them:\n", o->prompts, n, (long long)c->line);
+    else
+        fprintf(stderr, "nnt-generate: --prompts %s line %lld:\n", o->prompts,
+                (long long)c->line);
+    return lib_error("nnt_model_generate_batch", rc);
+}
+
+/* --prompts: the records' prompts continued --batch at a time side by side
+ * (nnt_model_generate_batch; --num-samples N: N sequences a record), each as it would be
+ * alone (the same sampling, seed S for every record, its sample r S + r), and written back
+ * with their continuations (print_prompt_record) in the file's order, each as soon as it
+ * and those before it are done. Within a chunk of 16 batches the records go by the length
+ * of their prompts (by_prompt_length). On a terminal the count so far; at the end the
+ * prompts, tokens and time on standard error. */
 static int generate_prompts(const opts *o, nnt_layer *model, const nnt_tokenizer *tok,
                             const records *r, const int32_t *eos, size_t neos)
 {
     size_t nseq = (size_t)o->num_samples, ngen = (size_t)o->max_new, cap = 256;
-    int32_t *out = malloc((nseq * ngen + 1) * sizeof *out);
+    size_t n = (size_t)r->n, batch = (size_t)o->batch, chunk = 16 * batch, next = 0;
+    int32_t **done = calloc(n, sizeof *done);
+    int64_t *idx = malloc(n * sizeof *idx);
     char *text = malloc(cap);
-    int status = out && text ? 0 : lib_error("--prompts", NNT_E_NOMEM);
+    int status = done && idx && text ? 0 : lib_error("--prompts", NNT_E_NOMEM);
     int tty = isatty(STDERR_FILENO), noted = 0;
     int64_t made = 0;
     double start = now_s();
@@ -1347,35 +1409,40 @@ static int generate_prompts(const opts *o, nnt_layer *model, const nnt_tokenizer
     if (status == 0 && nnt_model_config_of(model, &cfg) == 0 &&
         r->longest + o->max_new > cfg.max_seq)
         noted = 1;
-    for (int64_t i = 0; status == 0 && i < r->n; i++) {
-        const record *c = &r->r[i];
-        nnt_sampling s = sampling_of(o, eos, neos);
-        int rc = nseq > 1 ? nnt_model_generate_n(model, c->ids, c->len, (int64_t)nseq,
-                                                  (int64_t)ngen, &s, out)
-                          : nnt_model_generate(model, c->ids, c->len, (int64_t)ngen, &s, out);
-        if (rc) {
-            fprintf(stderr, "nnt-generate: --prompts %s line %lld:\n", o->prompts,
-                    (long long)c->line);
-            status = lib_error(nseq > 1 ? "nnt_model_generate_n" : "nnt_model_generate", rc);
-            break;
+    nnt_sampling s = sampling_of(o, eos, neos);
+    for (size_t i = 0; status == 0 && i < n; i++)
+        idx[i] = (int64_t)i;
+    sort_records = r;
+    for (size_t c0 = 0; status == 0 && c0 < n; c0 += chunk)
+        qsort(idx + c0, n - c0 < chunk ? n - c0 : chunk, sizeof *idx, by_prompt_length);
+    for (size_t b0 = 0; status == 0 && b0 < n; b0 += batch) {
+        size_t nb = n - b0 < batch ? n - b0 : batch;
+        status = generate_batch(o, model, r, idx + b0, nb, &s, done);
+        for (; status == 0 && next < n && done[next]; next++) {   /* the file's order */
+            for (size_t k = 0; k < nseq; k++) {
+                int stopped;
+                made += (int64_t)new_tokens(done[next] + k * ngen, ngen, eos, neos, &stopped) +
+                        stopped;
+            }
+            status = print_prompt_record(o, tok, &r->r[next], done[next], nseq, ngen, eos,
+                                         neos, &text, &cap);
+            free(done[next]);
+            done[next] = NULL;
         }
-        for (size_t k = 0; k < nseq; k++) {
-            int stopped;
-            made += (int64_t)new_tokens(out + k * ngen, ngen, eos, neos, &stopped) + stopped;
-        }
-        status = print_prompt_record(o, tok, c, out, nseq, ngen, eos, neos, &text, &cap);
-        if (tty)
-            fprintf(stderr, "\rnnt-generate: %lld of %lld prompts", (long long)i + 1,
-                    (long long)r->n);
+        if (tty && status == 0)
+            fprintf(stderr, "\rnnt-generate: %zu of %zu prompts", b0 + nb, n);
     }
-    double s = now_s() - start;
+    double secs = now_s() - start;
     if (status == 0)
-        fprintf(stderr, "%snnt-generate: %lld prompts continued%s: %lld new tokens in %.2f s "
-                "(%.1f tokens/s)%s\n", tty ? "\r" : "", (long long)r->n,
-                nseq > 1 ? " (their samples side by side)" : "", (long long)made, s,
-                s > 0 ? (double)made / s : 0.0, noted ? "; past the model's context, each "
-                "token saw the last of them (a sliding window)" : "");
-    free(out);
+        fprintf(stderr, "%snnt-generate: %zu prompts continued (%zu side by side%s): %lld new "
+                "tokens in %.2f s (%.1f tokens/s)%s\n", tty ? "\r" : "", n,
+                batch < n ? batch : n, nseq > 1 ? ", each with its samples" : "",
+                (long long)made, secs, secs > 0 ? (double)made / secs : 0.0, noted ? "; past "
+                "the model's context, each token saw the last of them (a sliding window)" : "");
+    for (size_t i = 0; done && i < n; i++)
+        free(done[i]);
+    free(done);
+    free(idx);
     free(text);
     return status;
 }

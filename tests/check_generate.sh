@@ -127,8 +127,16 @@ pargs="--load-hf $tmp/chat --max-new-tokens 10 --cpus 2 --print-ids"
 "$prog" $pargs --prompts "$tmp/prompts.jsonl" --temperature 0 > "$tmp/prompts.out" \
     2> "$tmp/prompts.err" || { fail "--prompts: exit status $?"; cat "$tmp/prompts.err"; }
 [ "$(wc -l < "$tmp/prompts.out")" -eq 4 ] || fail "--prompts: not 4 lines: $(cat "$tmp/prompts.out")"
-grep -q '^nnt-generate: 4 prompts continued: [0-9]* new tokens in ' "$tmp/prompts.err" ||
+grep -q '^nnt-generate: 4 prompts continued (4 side by side): [0-9]* new tokens in ' "$tmp/prompts.err" ||
     { fail "--prompts: no summary"; cat "$tmp/prompts.err"; }
+# --batch 3: two batches (the prompts by length within them), the lines in the file's order
+# shellcheck disable=SC2086 # the options are words
+"$prog" $pargs --prompts "$tmp/prompts.jsonl" --temperature 0 --batch 3 > "$tmp/prompts3.out" \
+    2> "$tmp/prompts3.err" || { fail "--prompts --batch 3: exit status $?"; cat "$tmp/prompts3.err"; }
+cmp -s "$tmp/prompts.out" "$tmp/prompts3.out" ||
+    { fail "--prompts --batch 3: not --batch 8's lines"; cat "$tmp/prompts3.out"; }
+grep -q '^nnt-generate: 4 prompts continued (3 side by side): ' "$tmp/prompts3.err" ||
+    { fail "--prompts --batch 3: summary"; cat "$tmp/prompts3.err"; }
 # shellcheck disable=SC2086 # the options are words
 p1=$("$prog" $pargs --prompts "$tmp/p1.jsonl" --temperature 0 2> "$tmp/p1.err" | ids_of)
 w2=$("$prog" $pargs --chat --system "Be brief." --prompt "Name a fruit." --temperature 0 2> /dev/null)

@@ -379,8 +379,8 @@ lora_stack_not_nested|lib/models/lora.c|s@int nested = gate_up \&\& expert_lora(
 lora_rank_pattern_ignored|lib/models/lora.c|s@            return p->value\[i\];@            return dflt;@|LoRA: rank_pattern and alpha_pattern ignored (PEFT all-linear gate_up_proj of rank 2r)
 generate_n_prompt_caches_row0|lib/layers/attention.c|s@        for (int64_t r = 0; r < nseq \&\& rc == NNT_OK; r++)@        for (int64_t r = 0; r < 1 \&\& rc == NNT_OK; r++)@|generation side by side: the prompt keys and values copied to the first sequence only
 generate_n_spare_kept|lib/layers/attention.c|s@        if (rc == NNT_OK \&\& a->spare\[i\] \&\& (rc = batch_like@        if (0 \&\& a->spare[i] \&\& (rc = batch_like@|generation side by side: a window spare caches left with one sequence
-generate_n_one_seed|lib/models/generate.c|s@        nnt_sampler_seed(g->rng\[r\], seed + r);@        nnt_sampler_seed(g->rng[r], seed);@|generation side by side: every sequence seeded alike
-generate_n_logits_row0|lib/models/generate.c|s@        const float \*lr = g->logits + (g->rows == 1 ? 0 : r) \* V;@        const float *lr = g->logits;@|generation side by side: every sequence picks from the first sequence logits
+generate_n_one_seed|lib/models/generate.c|s@        nnt_sampler_seed(g->rng\[r\], g->p.seeds ? g->p.seeds\[r\] : seed + r);@        nnt_sampler_seed(g->rng[r], g->p.seeds ? g->p.seeds[r] : seed);@|generation side by side: every sequence seeded alike
+generate_n_logits_row0|lib/models/generate.c|s@        const float \*lr = g->logits + (g->rows == g->nseq ? r : prompt_of_seq(g, r)) \* V;@        const float *lr = g->logits;@|generation side by side: every sequence picks from the first sequence logits
 generate_n_token_index|lib/models/generate.c|s@            s->on_token(s->on_token_arg, r \* ngen + i, o\[i\]);@            s->on_token(s->on_token_arg, i, o[i]);@|generation side by side: on_token given the step, not the index in out
 generate_n_ended_go_on|lib/models/generate.c|s@        if (i > 0 \&\& is_eos(s, o\[i - 1\]))@        if (0)@|generation side by side: a sequence that ended is sampled again
 sampler_first_k_unsorted|lib/models/sample.c|s@    qsort(c, (size_t)k, sizeof \*c, cand_cmp);@    (void)c;@|sampling top_k: the k best left in heap order
@@ -488,6 +488,13 @@ names_duplicates_taken|lib/models/transformer.c|s@            if (strcmp(names\[
 gen_names_unprinted|examples/nnt_generate.c|s@        printf("  %s", name);@        (void)name;@|nnt-generate: the label names not printed
 sft_names_unmapped|lib/data/sft.c|s@    if (rc == 0 \&\& value \&\& s->nlabel_names \&\& value->type == JV_STR \&\&@    if (0 \&\& value \&\& s->nlabel_names \&\& value->type == JV_STR \&\&@|classification records: a label given by its name not taken
 sft_names_prefix|lib/data/sft.c|s@        if (strlen(s->label_names\[k\]) == v->len \&\& memcmp(s->label_names\[k\], v->s, v->len) == 0)@        if (memcmp(s->label_names[k], v->s, v->len) == 0)@|classification records: a label name matched by its first letters
+batch_decode_positions_dropped|lib/layers/attention.c|s@    NNT_TRY(take_positions(l, a, x, at->positions));@    NNT_TRY(take_positions(l, a, x, NULL));@|prompts side by side: the cached attention and rotations at the padded positions (the pads seen)
+batch_wpe_positions_dropped|lib/layers/leaf.c|s@        return embedding_forward_pos(l, x, positions, y);@        return embedding_forward_pos(l, x, NULL, y);@|prompts side by side: GPT-2 position embeddings of the padded positions
+batch_pad_position_off|lib/models/generate.c|s@    \*pos = (int32_t)(c < pad ? c : c - pad);@    *pos = (int32_t)(c < pad ? c : c - pad + 1);@|prompts side by side: each prompt token one position late
+batch_same_length_same_prompt|lib/models/generate.c|s@                            !memcmp(ids\[k\], prompts\[r\], (size_t)len\[k\] \* sizeof \*ids\[k\]))))@                            1)))@|prompts side by side: two prompts of one length taken for one
+batch_caches_from_row0|lib/layers/attention.c|s@            rc = gl_copy_rows(a->cache\[i\], 0, src ? src\[r\] : 0, many, r, 1);@            rc = gl_copy_rows(a->cache[i], 0, 0, many, r, 1);@|prompts side by side: every sequence continues the first prompt keys and values
+kv_examples_begin_last|lib/ops/attention.c|s@            lo = qp - p < lo ? qp - p : lo;@            lo = qp - p;@|packed or padded queries: the key tiles before the last query example skipped for the whole tile
+prompts_sample_seeds|examples/nnt_generate.c|s@        seeds\[row\] = s->seed + row % nseq;@        seeds[row] = s->seed + row;@|nnt-generate --prompts: a record samples seeded by their row in the batch, not as the record alone
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

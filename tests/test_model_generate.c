@@ -888,8 +888,9 @@ static double against_alone(nnt_layer *l, int64_t V, nnt_sampling s, const batch
 
 /* nnt_model_generate_batch of 4 prompts of 5, 1, 10 and 3 tokens against each alone
  * (nnt_model_generate, seed B_SEEDS[r]), on batch_model's models and three tilings, greedy
- * and sampled: the same tokens, logits within RAGGED_LOGIT_TOL; the same with 6 rows of
- * which 3 repeat a prompt (the same pointer, or a copy), with seeds of their own; with an eos that ends some
+ * and sampled: the same tokens, logits within RAGGED_LOGIT_TOL; the same with 7 rows of
+ * which 3 repeat a prompt (the same pointer, or a copy), with seeds of their own, and one
+ * differs from another in its last id alone; with an eos that ends some
  * rows early, on_token told each token once with its index in out, the step's rows in order;
  * 30 new tokens (past the context of 24) and no_cache: the prompts one after another, the
  * logits of each alone bit for bit. _i = model * 3 + tiling */
@@ -900,18 +901,20 @@ START_TEST(test_generate_batch)
     nnt_layer *l = batch_model(model, &TILINGS[ti], &V);
     const int32_t *prompts[NB] = {B_PROMPTS[0], B_PROMPTS[1], B_PROMPTS[2], B_PROMPTS[3]};
     const batch_in in = {NB, prompts, B_LENS, B_SEEDS};
-    /* prompts repeated (one a copy): a distinct prompt's forward once, its caches copied */
+    /* prompts repeated (one a copy): a distinct prompt's forward once, its caches copied;
+     * the last differs from the one before in its last id alone */
     int32_t copy2[LONGEST];
+    const int32_t other3[3] = {44, 0, 20};
     memcpy(copy2, B_PROMPTS[2], sizeof copy2);
-    const int32_t *rep_prompts[6] = {B_PROMPTS[0], B_PROMPTS[2], B_PROMPTS[0], B_PROMPTS[1],
-                                     copy2, B_PROMPTS[3]};
-    const int64_t rep_lens[6] = {B_LENS[0], B_LENS[2], B_LENS[0], B_LENS[1], B_LENS[2],
-                                 B_LENS[3]};
-    const uint64_t rep_seeds[6] = {5, 6, 7, 5, 8, 9};
-    const batch_in rep = {6, rep_prompts, rep_lens, rep_seeds};
+    const int32_t *rep_prompts[7] = {B_PROMPTS[0], B_PROMPTS[2], B_PROMPTS[0], B_PROMPTS[1],
+                                     copy2, B_PROMPTS[3], other3};
+    const int64_t rep_lens[7] = {B_LENS[0], B_LENS[2], B_LENS[0], B_LENS[1], B_LENS[2],
+                                 B_LENS[3], 3};
+    const uint64_t rep_seeds[7] = {5, 6, 7, 5, 8, 9, 9};
+    const batch_in rep = {7, rep_prompts, rep_lens, rep_seeds};
     enum { N = NB * NGEN_B, NLONG = 30 };
-    int32_t *out = malloc((size_t)(6 * NLONG) * sizeof *out);
-    float *trace = malloc((size_t)(6 * NLONG * V) * sizeof *trace);
+    int32_t *out = malloc((size_t)(7 * NLONG) * sizeof *out);
+    float *trace = malloc((size_t)(7 * NLONG * V) * sizeof *trace);
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.top_k = 0;
     const char *names[4] = {"gpt2", "gqa", "gqa window 5", "qwen3"};
