@@ -200,8 +200,8 @@ static int gen_inputs(gen *g, const int32_t *out, int64_t ngen, int64_t n, int64
 
 /* The logits (V) after the first n positions of each row into g->logits, a row a sequence
  * (out: (nseq, ngen), each sequence's tokens so far); a row a prompt while n is the longest
- * prompt's length. Children: the embedding, the blocks, the final norm, the head, (a soft-cap,) the
- * loss: the head and what follows it run on the last position only. */
+ * prompt's length. Children: the embedding, the blocks, the final norm, the head, (a
+ * soft-cap,) the loss: the head and what follows it run on the last position only. */
 static int gen_logits(gen *g, const int32_t *out, int64_t ngen, int64_t n)
 {
     nnt_layer *m = g->model;
@@ -387,11 +387,10 @@ int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *pr
     return nnt_model_generate_n_trace(model, fn, prompt, nprompt, 1, ngen, s, out, trace);
 }
 
-/* The checks every generation makes, then model's tree and its window (the most tokens a
- * forward sees) into *tree, *window, the sampling settings into *s (errors naming fn). */
+/* The checks every generation makes (errors naming fn): model's configuration into *cfg, the
+ * sampling settings into *s. */
 static int gen_setup(nnt_layer *model, const char *fn, const nnt_sampling *user, int64_t nseq,
-                     int64_t ngen, nnt_model_config *cfg, nnt_sampling *s, nnt_layer **tree,
-                     int64_t *window)
+                     int64_t ngen, nnt_model_config *cfg, nnt_sampling *s)
 {
     NNT_TRY(nnt_model_config_get(model, fn, cfg));
     if (cfg->num_labels > 0)
@@ -401,13 +400,18 @@ static int gen_setup(nnt_layer *model, const char *fn, const nnt_sampling *user,
     if (nseq < 1 || (ngen > 0 && nseq > INT64_MAX / ngen) || nseq > INT32_MAX)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: nseq = %lld must be >= 1 (and nseq x "
                         "ngen an array's size)", fn, (long long)nseq);
-    *window = cfg->max_seq;
-    *tree = nnt_gpt_tree(model, window);
-    if (*tree)   /* the layer's activations are the tree's: no backward after this */
-        nnt_gpt_cancel_backward(model);
-    else
-        *tree = model;
     return NNT_OK;
+}
+
+/* The tree that generates for model (a GPT layer's own; its backward cancelled), its window
+ * (the most tokens a forward sees) into *window. */
+static nnt_layer *gen_tree(nnt_layer *model, const nnt_model_config *cfg, int64_t *window)
+{
+    *window = cfg->max_seq;
+    nnt_layer *tree = nnt_gpt_tree(model, window);
+    if (tree)   /* the layer's activations are the tree's: no backward after this */
+        nnt_gpt_cancel_backward(model);
+    return tree ? tree : model;
 }
 
 int nnt_model_generate_n_trace(nnt_layer *model, const char *fn, const int32_t *prompt,
@@ -416,13 +420,13 @@ int nnt_model_generate_n_trace(nnt_layer *model, const char *fn, const int32_t *
 {
     nnt_model_config cfg;
     nnt_sampling s;
-    nnt_layer *tree = NULL;
     int64_t window = 0;
-    NNT_TRY(gen_setup(model, fn, user, nseq, ngen, &cfg, &s, &tree, &window));
+    NNT_TRY(gen_setup(model, fn, user, nseq, ngen, &cfg, &s));
     NNT_TRY(nnt_generate_check(model->ctx, fn, cfg.vocab, prompt, nprompt, ngen, s.temperature,
                                s.top_k, out));
     if (ngen == 0)
         return NNT_OK;
+    nnt_layer *tree = gen_tree(model, &cfg, &window);
     gen_prompts p = {1, &prompt, &nprompt, NULL, NULL};
     return tree_generate(tree, fn, &cfg, window, &p, nseq, ngen, &s, out, trace);
 }
@@ -512,9 +516,8 @@ int nnt_model_generate_batch_trace(nnt_layer *model, const char *fn, int64_t nse
 {
     nnt_model_config cfg;
     nnt_sampling s;
-    nnt_layer *tree = NULL;
     int64_t window = 0, longest = 0;
-    NNT_TRY(gen_setup(model, fn, user, nseq, ngen, &cfg, &s, &tree, &window));
+    NNT_TRY(gen_setup(model, fn, user, nseq, ngen, &cfg, &s));
     if (!prompts || !nprompts)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: prompts or nprompts is NULL", fn);
     for (int64_t r = 0; r < nseq; r++) {
@@ -529,6 +532,7 @@ int nnt_model_generate_batch_trace(nnt_layer *model, const char *fn, int64_t nse
     }
     if (ngen == 0)
         return NNT_OK;
+    nnt_layer *tree = gen_tree(model, &cfg, &window);
     gen_prompts each = {nseq, prompts, nprompts, NULL, seeds};
     /* side by side when every sequence stays within the window of one cache (not past it,
      * where positions restart, nor across LongRoPE's switch) */
