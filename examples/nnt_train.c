@@ -451,6 +451,8 @@ static void print_summary(trainer *t)
             t->resumed_names);
 }
 
+static int run_problem(const trainer *t);
+
 /* A step's or a validation's line: in full, or (a step on a terminal, between the full
  * ones every steps/10) a live one redrawn in place; --print-loss: "step N loss X" or "val N
  * loss X" on stdout. On a terminal, the fields that do not fit its width are left out (the
@@ -463,7 +465,13 @@ static void report_line(trainer *t, const nnt_trainer_report *r)
     char line[1024] = "";
     if (t->o.print_loss) {
         printf("%s %lld loss %.6f", val ? "val" : "step", (long long)r->step, r->loss);
-        printf(val && r->examples ? " accuracy %.6f\n" : "\n", r->accuracy);   /* a classifier's */
+        if (val && r->examples && run_problem(t) == NNT_PROBLEM_REGRESSION)
+            printf(" mae %.6f", r->mae);
+        else if (val && r->examples)   /* a classifier's */
+            printf(" accuracy %.6f", r->accuracy);
+        if (val && r->examples && run_problem(t) == NNT_PROBLEM_MULTI_LABEL)
+            printf(" exact_match %.6f f1 %.6f", r->exact_match, r->f1);
+        printf("\n");
         fflush(stdout);
         return;
     }

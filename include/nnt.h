@@ -2125,6 +2125,18 @@ typedef struct nnt_trainer_report {
     /* new in 0.4 (read it only when size covers it) */
     double kl;                   /* NNT_DPO_KTO: the mean over the step's (validation's)
                                     micro-batches of their kl estimate (TRL's kl); else 0    */
+    /* new in 0.4, later (read them only when size covers them) */
+    double exact_match;          /* a multi-label classifier's validation: the share of its
+                                    examples whose every label is right (sigmoid(logit) > 0.5
+                                    when the value is; scikit-learn's accuracy_score of the
+                                    label sets); else 0                                      */
+    double f1;                   /* a multi-label classifier's validation: the micro F1 of
+                                    its labels, 2 TP / (2 TP + FP + FN) over every example's
+                                    labels (f1_score average="micro"; 0 with no positive
+                                    label and no positive prediction); else 0                */
+    double mae;                  /* a regression's validation: the mean absolute error of
+                                    its examples' values (its loss is the mean squared one);
+                                    else 0                                                   */
 } nnt_trainer_report;
 
 /* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */

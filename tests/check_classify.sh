@@ -413,11 +413,15 @@ got=$(sed -n 's/.*mean squared error \([0-9.]*\) (transformers. MSELoss), mean a
 "$prog" --load-hf "$vfx/text_regression" --tokenizer-json "$tokdir/tokenizer.json" \
     --val-data "$vfx/text_regression_val.jsonl" --steps 0 --seq 48 --batch 4 --sample 0 \
     --no-save --out "$tmp/vm_train" > "$tmp/vm_train.out" 2>&1
-loss=$(sed -n 's/^validation: regression loss \([0-9.]*\) at step 0.*/\1/p' "$tmp/vm_train.out")
-echo "# --classify regression: mse, mae $got; from the lines $want; nnt-train's held-out loss $loss"
+# (nnt-train's validation: its loss the MSE, and the MAE, in the summary and the val line)
+loss=$(sed -n 's/^validation: regression loss (MSE) \([0-9.]*\), MAE \([0-9.]*\) at step 0.*/\1 \2/p' \
+    "$tmp/vm_train.out")
+vline=$(sed -n 's/^val  0\/0  loss (MSE) \([0-9.]*\)  MAE \([0-9.]*\)  on 4 held-out examples .*/\1 \2/p' \
+    "$tmp/vm_train.out")
+echo "# --classify regression: mse, mae $got; from the lines $want; nnt-train's validation $loss"
 [ "$(grep -c '"target": \[' "$tmp/vm_regression.out")" -eq 4 ] && [ -n "$got" ] &&
-    within 1e-5 "$got" "$want" && [ "${got%% *}" = "$loss" ] ||
-    { echo "FAIL: --classify's regression metrics"; cat "$tmp/vm_regression.out" "$tmp/vm_regression.err"; fail=1; }
+    within 1e-5 "$got" "$want" && [ "$got" = "$loss" ] && [ "$vline" = "$loss" ] ||
+    { echo "FAIL: --classify's regression metrics, or nnt-train's validation ('$vline')"; cat "$tmp/vm_regression.out" "$tmp/vm_regression.err"; fail=1; }
 want=$(awk -F' [|] ' '{ n = split($1, p, " "); split($2, t, " "); r = 0
     for (k = 1; k <= n; k++) { s = p[k] > 0.5; i = t[k] > 0.5; r += s == i; m++
         tp += s && i; fp += s && !i; fn += !s && i }
@@ -428,16 +432,17 @@ got=$(sed -n 's/.*label accuracy \([0-9.]*\) (.*), exact match \([0-9.]*\), micr
 echo "# --classify multi-label: label accuracy, exact match, micro F1 $got; from the lines $want"
 [ -n "$got" ] && [ "$got" = "$want" ] && [ "$(echo "$got" | cut -d' ' -f2)" = 0.5000 ] ||
     { echo "FAIL: --classify's multi-label metrics"; cat "$tmp/vm_multi.out" "$tmp/vm_multi.err"; fail=1; }
-# nnt-train's validation of the same records: the same label accuracy (val line, summary,
-# val.csv's accuracy column)
+# nnt-train's validation of the same records: the same label accuracy, exact match and micro
+# F1 (val line, summary)
 "$prog" --load-hf "$vfx/text_multi" --tokenizer-json "$tokdir/tokenizer.json" \
     --val-data "$tmp/text_multi_val.jsonl" --steps 0 --seq 48 --batch 2 --val-batches 2 \
     --sample 0 --no-save --out "$tmp/vm_val" > "$tmp/vm_val.out" 2>&1
-acc=$(sed -n 's/^val  0\/0  loss [0-9.]*  label accuracy \([0-9.]*\)  on 4 held-out examples .*/\1/p' "$tmp/vm_val.out")
-echo "# nnt-train's validation: label accuracy $acc"
-[ -n "$acc" ] && [ "$acc" = "$(echo "$got" | cut -d' ' -f1)" ] &&
-    grep -q "^validation: multi-label loss [0-9.]*, label accuracy $acc at step 0" "$tmp/vm_val.out" ||
-    { echo "FAIL: nnt-train's validation of a multi-label classifier: not --classify's label accuracy"; cat "$tmp/vm_val.out"; fail=1; }
+acc=$(sed -n 's/^val  0\/0  loss [0-9.]*  label accuracy \([0-9.]*\)  exact match \([0-9.]*\)  micro F1 \([0-9.]*\)  on 4 held-out examples .*/\1 \2 \3/p' "$tmp/vm_val.out")
+echo "# nnt-train's validation: label accuracy, exact match, micro F1 $acc"
+# shellcheck disable=SC2086 # $acc: three words
+[ -n "$acc" ] && [ "$acc" = "$got" ] &&
+    grep -q "^validation: multi-label loss [0-9.]*, label accuracy $(printf '%s, exact match %s, micro F1 %s' $acc) at step 0" "$tmp/vm_val.out" ||
+    { echo "FAIL: nnt-train's validation of a multi-label classifier: not --classify's metrics"; cat "$tmp/vm_val.out"; fail=1; }
 # nnt-train on records of values ({"text", "label": [values]}): 3 steps and the held-out loss
 # of transformers' regression and multi-label losses (text_<kind>.safetensors). Measured (AMD
 # Zen 4, 2 cores): the steps' losses within 2e-6 and the multi-label held-out loss within the
@@ -457,13 +462,18 @@ for kind in regression multi; do
         --val-data "$vfx/text_${kind}_val.jsonl" --batch 2 --accum 2 --tile-seq 7 \
         --save-hf "$tmp/v_$kind" --out "$tmp/v_$kind" > "$tmp/v_$kind.out" 2> "$tmp/v_$kind.err" ||
         { echo "FAIL: nnt-train on $kind records: exit status $?"; tail -n 5 "$tmp/v_$kind.err"; fail=1; }
-    got="$(sed -n 's/^step [0-9]* loss //p; s/^val 3 loss \([0-9.]*\)\( accuracy [0-9.]*\)\{0,1\}$/\1/p' "$tmp/v_$kind.out" | tr '\n' ' ')"
-    # (a multi-label classifier's validation adds its label accuracy; a regression's nothing)
+    got="$(sed -n 's/^step [0-9]* loss //p; s/^val 3 loss \([0-9.]*\) .*$/\1/p' "$tmp/v_$kind.out" | tr '\n' ' ')"
+    # (a multi-label classifier's validation adds its label accuracy, exact match and micro
+    # F1, a regression's its mean absolute error; val.csv's columns alike)
     if [ $kind = multi ]; then
-        grep -q '^val 3 loss [0-9.]* accuracy 0\.[0-9]*$' "$tmp/v_$kind.out"
+        grep -q '^val 3 loss [0-9.]* accuracy 0\.[0-9]* exact_match [01]\.[0-9]* f1 [01]\.[0-9]*$' "$tmp/v_$kind.out" &&
+            head -n 1 "$tmp/v_$kind/val.csv" | grep -q '^step,val_loss,tokens,accuracy,exact_match,f1$' &&
+            sed -n 2p "$tmp/v_$kind/val.csv" | grep -q '^3,[0-9.e-]*,[0-9]*,[0-9.e-]*,[0-9.e-]*,[0-9.e-]*$'
     else
-        ! grep -q 'accuracy' "$tmp/v_$kind.out"
-    fi || { echo "FAIL: nnt-train on $kind records: the validation line"; grep '^val' "$tmp/v_$kind.out"; fail=1; }
+        grep -q '^val 3 loss [0-9.]* mae [0-9.]*$' "$tmp/v_$kind.out" &&
+            head -n 1 "$tmp/v_$kind/val.csv" | grep -q '^step,val_loss,tokens,mae$' &&
+            sed -n 2p "$tmp/v_$kind/val.csv" | grep -q '^3,[0-9.e-]*,[0-9]*,[0-9.e-]*$'
+    fi || { echo "FAIL: nnt-train on $kind records: the validation line or val.csv"; grep '^val' "$tmp/v_$kind.out"; cat "$tmp/v_$kind/val.csv"; fail=1; }
     echo "# $kind records: nnt $got; PyTorch $ref"
     within "$VTOL" "$got" "$ref" ||
         { echo "FAIL: nnt-train on $kind records: losses differ from PyTorch's by more than $VTOL"; fail=1; }
@@ -502,7 +512,7 @@ done
 grep -q "text_regression_train.jsonl: 12 examples (1 cut to T 48) in 12 rows" "$tmp/v_regression.err" &&
     grep -q "^model: .*a regression of 2 values (a score head)" "$tmp/v_regression.err" &&
     grep -q "^loss: .*a regression's mean squared error over its 2 values" "$tmp/v_regression.err" &&
-    grep -q "^validation: regression loss [0-9.]* at step 3" "$tmp/v_regression.err" &&
+    grep -q "^validation: regression loss (MSE) [0-9.]*, MAE [0-9.]* at step 3" "$tmp/v_regression.err" &&
     grep -q '"problem_type": "regression"' "$tmp/v_regression/config.json" ||
     { echo "FAIL: a regression's summary, validation or saved config"; grep '^records\|^model\|^loss\|^validation' "$tmp/v_regression.err"; fail=1; }
 grep -q "text_multi_train.jsonl: 12 examples (above 0.5, labels 0: 6, 1: 4, 2: 4) (1 cut" "$tmp/v_multi.err" &&

@@ -495,6 +495,9 @@ batch_same_length_same_prompt|lib/models/generate.c|s@                          
 batch_caches_from_row0|lib/layers/attention.c|s@            rc = gl_copy_rows(a->cache\[i\], 0, src ? src\[r\] : 0, many, r, 1);@            rc = gl_copy_rows(a->cache[i], 0, 0, many, r, 1);@|prompts side by side: every sequence continues the first prompt keys and values
 kv_examples_begin_last|lib/ops/attention.c|s@            lo = qp - p < lo ? qp - p : lo;@            lo = qp - p;@|packed or padded queries: the key tiles before the last query example skipped for the whole tile
 prompts_sample_seeds|examples/nnt_generate.c|s@        seeds\[row\] = s->seed + row % nseq;@        seeds[row] = s->seed + row;@|nnt-generate --prompts: a record samples seeded by their row in the batch, not as the record alone
+val_exact_any|lib/train/trainer.c|s@        c->examples++, c->labels += k, c->hits += multi ? right : 0, c->exact += right == k;@        c->examples++, c->labels += k, c->hits += multi ? right : 0, c->exact += right > 0;@|nnt-train, multi-label validation: an example counted exact when any label is right
+val_f1_said_tp|lib/train/trainer.c|s@            c->tp += multi \&\& said \&\& is, c->fp += multi \&\& said \&\& !is;@            c->tp += multi \&\& said, c->fp += multi \&\& said \&\& !is;@|nnt-train, multi-label validation: every positive prediction counted a true positive in the F1
+val_mae_squared|lib/train/trainer.c|s@            c->abs_err += multi ? 0.0 : fabs((double)logits\[j\] - tr->values\[j\]);@            c->abs_err += multi ? 0.0 : ((double)logits[j] - tr->values[j]) * ((double)logits[j] - tr->values[j]);@|nnt-train, regression validation: the squared error reported as the absolute one
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -141,8 +141,24 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
                                                                                : "labels",
             mc.problem_type == NNT_PROBLEM_REGRESSION ? "regression"
                                                       : "multi_label_classification",
-            mc.problem_type == NNT_PROBLEM_REGRESSION ? "" : "; validation: loss and label "
-            "accuracy (each label's probability above 0.5 when its value is)");
+            mc.problem_type == NNT_PROBLEM_REGRESSION
+                ? "; validation: loss and mean absolute error"
+                : "; validation: loss, label accuracy (each label's probability above 0.5 "
+                  "when its value is), exact match (every label of an example right) and "
+                  "micro F1");
+}
+
+/* What val.csv's lines hold */
+static const char *val_columns(const nnt_trainer *tr)
+{
+    if (tr->values_k)
+        return tr->values_problem == NNT_PROBLEM_MULTI_LABEL
+                   ? "validation log: step, loss on the held-out tokens, tokens, label "
+                     "accuracy, exact match, micro F1"
+                   : "validation log: step, loss on the held-out tokens, tokens, mean "
+                     "absolute error";
+    return tr->labels ? "validation log: step, loss on the held-out tokens, tokens, accuracy"
+                      : "validation log: step, loss on the held-out tokens, tokens";
 }
 
 static void add_validation(const nnt_trainer *tr, nnt_text *t)
@@ -314,9 +330,7 @@ void nnt_trainer_text_files(const nnt_trainer *tr, nnt_text *t)
         add_file(t, o->log_dir, "loss.svg", "loss curve");
     }
     if (tr->logs_open && o->val_batches)
-        add_file(t, o->log_dir, "val.csv", nnt_trainer_has_accuracy(tr)
-                 ? "validation log: step, loss on the held-out tokens, tokens, accuracy"
-                 : "validation log: step, loss on the held-out tokens, tokens");
+        add_file(t, o->log_dir, "val.csv", val_columns(tr));
     snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f", tr->best_val);
     if (o->best_checkpoint && tr->best_val < HUGE_VAL)
         add_file(t, NULL, o->best_checkpoint, best);

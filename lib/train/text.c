@@ -230,11 +230,19 @@ static void add_report(const nnt_trainer *tr, nnt_text *t, const nnt_trainer_rep
         return add(t, "val  %*lld/%lld  loss %.6f  rewards: accuracy %.3f, margin %.4f  on %lld "
                    "held-out tokens (%.2f s)", digits, (long long)r->step, (long long)steps,
                    r->loss, r->dpo_accuracy, r->dpo_margin, (long long)r->tokens, r->ms / 1e3);
-    if (r->event == NNT_TRAINER_VALIDATION && nnt_trainer_has_accuracy(tr))
-        return add(t, "val  %*lld/%lld  loss %.6f  %saccuracy %.4f  on %lld held-out examples "
+    if (r->event == NNT_TRAINER_VALIDATION && tr->labels)
+        return add(t, "val  %*lld/%lld  loss %.6f  accuracy %.4f  on %lld held-out examples "
                    "(%.2f s)", digits, (long long)r->step, (long long)steps, r->loss,
-                   tr->labels ? "" : "label ", r->accuracy, (long long)r->examples,
-                   r->ms / 1e3);
+                   r->accuracy, (long long)r->examples, r->ms / 1e3);
+    if (r->event == NNT_TRAINER_VALIDATION && nnt_trainer_has_accuracy(tr))   /* multi-label */
+        return add(t, "val  %*lld/%lld  loss %.6f  label accuracy %.4f  exact match %.4f  "
+                   "micro F1 %.4f  on %lld held-out examples (%.2f s)", digits,
+                   (long long)r->step, (long long)steps, r->loss, r->accuracy, r->exact_match,
+                   r->f1, (long long)r->examples, r->ms / 1e3);
+    if (r->event == NNT_TRAINER_VALIDATION && tr->values_k)   /* a regression */
+        return add(t, "val  %*lld/%lld  loss (MSE) %.6f  MAE %.6f  on %lld held-out examples "
+                   "(%.2f s)", digits, (long long)r->step, (long long)steps, r->loss, r->mae,
+                   (long long)r->examples, r->ms / 1e3);
     if (r->event == NNT_TRAINER_VALIDATION)
         return add(t, "val  %*lld/%lld  loss %.6f  on %lld held-out tokens (%.2f s)", digits,
                    (long long)r->step, (long long)steps, r->loss, (long long)r->tokens,
@@ -298,14 +306,16 @@ static void add_run(const nnt_trainer *tr, nnt_text *t)
             "%.6f at step %lld)", t->n ? "\n" : "", ti.last_val_loss, tr->last_val_accuracy,
             (long long)ti.last_val_step, ti.lowest_val_loss, (long long)ti.lowest_val_step);
     else if (ti.validations && nnt_trainer_has_accuracy(tr))   /* (a multi-label's) */
-        add(t, "%svalidation: %s loss %.6f, label accuracy %.4f at step %lld (lowest loss "
-            "%.6f at step %lld)", t->n ? "\n" : "", nnt_trainer_values_kind(tr),
-            ti.last_val_loss, tr->last_val_accuracy, (long long)ti.last_val_step,
+        add(t, "%svalidation: %s loss %.6f, label accuracy %.4f, exact match %.4f, micro F1 "
+            "%.4f at step %lld (lowest loss %.6f at step %lld)", t->n ? "\n" : "",
+            nnt_trainer_values_kind(tr), ti.last_val_loss, tr->last_val_accuracy,
+            tr->last_val_exact, tr->last_val_f1, (long long)ti.last_val_step,
             ti.lowest_val_loss, (long long)ti.lowest_val_step);
     else if (ti.validations && tr->values_k)   /* (nor a regression's) */
-        add(t, "%svalidation: %s loss %.6f at step %lld (lowest %.6f at step %lld)",
-            t->n ? "\n" : "", nnt_trainer_values_kind(tr), ti.last_val_loss,
-            (long long)ti.last_val_step, ti.lowest_val_loss, (long long)ti.lowest_val_step);
+        add(t, "%svalidation: %s loss (MSE) %.6f, MAE %.6f at step %lld (lowest loss %.6f at "
+            "step %lld)", t->n ? "\n" : "", nnt_trainer_values_kind(tr), ti.last_val_loss,
+            tr->last_val_mae, (long long)ti.last_val_step, ti.lowest_val_loss,
+            (long long)ti.lowest_val_step);
     else if (ti.validations)
         add(t, "%svalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
             "%lld)", t->n ? "\n" : "", ti.last_val_loss, exp(ti.last_val_loss),

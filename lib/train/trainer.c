@@ -422,6 +422,17 @@ static int start_log(nnt_trainer *tr, const char *name, const char *header, int 
     return path && tmp ? rc : nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: out of memory");
 }
 
+/* val.csv's first line: the step, loss and tokens of each validation, and a classifier's
+ * metrics */
+static const char *val_header(const nnt_trainer *tr)
+{
+    if (tr->values_k)
+        return tr->values_problem == NNT_PROBLEM_MULTI_LABEL
+                   ? "step,val_loss,tokens,accuracy,exact_match,f1\n"
+                   : "step,val_loss,tokens,mae\n";
+    return tr->labels ? "step,val_loss,tokens,accuracy\n" : "step,val_loss,tokens\n";
+}
+
 /* log_dir's files, before the first step of the trainer (rank 0; not for steps 0). */
 static int open_logs(nnt_trainer *tr)
 {
@@ -444,9 +455,7 @@ static int open_logs(nnt_trainer *tr)
     tr->nvalidations = 0, tr->low_val = HUGE_VAL, tr->low_val_step = tr->last_val_step = 0;
     NNT_TRY(start_log(tr, "train.csv", header, 0, &tr->csv));
     return tr->o.val_batches > 0
-               ? start_log(tr, "val.csv", nnt_trainer_has_accuracy(tr)
-                                              ? "step,val_loss,tokens,accuracy\n"
-                                              : "step,val_loss,tokens\n", 1, &tr->val_csv)
+               ? start_log(tr, "val.csv", val_header(tr), 1, &tr->val_csv)
                : NNT_OK;
 }
 
@@ -849,20 +858,52 @@ static void read_memory(nnt_trainer *tr, nnt_mem_stats *ms, nnt_trainer_report *
         r->mem_used_bytes += ms->node[i].used_bytes, r->mem_peak_bytes += ms->node[i].peak_bytes;
 }
 
-/* A multi-label classifier's last forward (of targets): its rows' labels (*counted) and
- * those whose probability sigmoid(logit) is above 0.5 when their value is (*hits). */
-static int label_value_hits(nnt_trainer *tr, int64_t *hits, int64_t *counted)
+/* What a validation counts of a classifier's examples */
+typedef struct val_counts {
+    int64_t examples;    /* examples                                                    */
+    int64_t labels;      /* their labels (a single-label classifier's: the examples)      */
+    int64_t hits;        /* the labels right                                             */
+    int64_t exact;       /* multi-label: the examples whose every label is right         */
+    int64_t tp, fp, fn;  /* multi-label: the labels' true and false positives, false negatives */
+    double abs_err;      /* regression: the sum of |prediction - value| over the values  */
+} val_counts;
+
+/* A classifier on values' last forward (of targets) counted into c: a multi-label one's
+ * labels (right: sigmoid(logit) above 0.5 when the value is), a regression's errors. */
+static int count_values(nnt_trainer *tr, val_counts *c)
 {
-    int64_t n = tr->o.batch * tr->values_k;
+    int64_t k = tr->values_k, n = tr->o.batch * k;
+    int multi = tr->values_problem == NNT_PROBLEM_MULTI_LABEL;
     float *logits = malloc((size_t)n * sizeof *logits);
     if (!logits)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer_validate: out of memory");
     int rc = nnt_model_pooled_logits(tr->model, logits, n);
-    *hits = 0, *counted = rc == 0 ? n : 0;
-    for (int64_t i = 0; rc == 0 && i < n; i++)
-        *hits += (logits[i] > 0.0f) == (tr->values[i] > 0.5f);
+    for (int64_t b = 0; rc == 0 && b < tr->o.batch; b++) {
+        int64_t right = 0;
+        for (int64_t j = b * k; j < (b + 1) * k; j++) {
+            int said = logits[j] > 0.0f, is = tr->values[j] > 0.5f;
+            right += said == is;
+            c->tp += multi && said && is, c->fp += multi && said && !is;
+            c->fn += multi && !said && is;
+            c->abs_err += multi ? 0.0 : fabs((double)logits[j] - tr->values[j]);
+        }
+        c->examples++, c->labels += k, c->hits += multi ? right : 0, c->exact += right == k;
+    }
     free(logits);
     return rc;
+}
+
+/* The validation's metrics of a classifier from c into r */
+static void report_counts(const nnt_trainer *tr, const val_counts *c, nnt_trainer_report *r)
+{
+    int64_t positives = 2 * c->tp + c->fp + c->fn;
+    int multi = tr->values_k && tr->values_problem == NNT_PROBLEM_MULTI_LABEL;
+    r->examples = c->examples;
+    r->accuracy = nnt_trainer_has_accuracy(tr) && c->labels ? (double)c->hits / (double)c->labels
+                                                           : 0.0;
+    r->exact_match = multi && c->examples ? (double)c->exact / (double)c->examples : 0.0;
+    r->f1 = multi && positives ? 2.0 * (double)c->tp / (double)positives : 0.0;
+    r->mae = tr->values_k && !multi && c->labels ? c->abs_err / (double)c->labels : 0.0;
 }
 
 /* The cross-entropy of the validation windows into r->loss. */
@@ -882,7 +923,8 @@ static int xent_validation(nnt_trainer *tr, nnt_trainer_report *r)
     }
     divisor /= (double)o->val_batches;
     int rc = NNT_OK;
-    int64_t hits = 0, labelled = 0;   /* a classifier's: examples, right ones */
+    val_counts vc;   /* a classifier's */
+    memset(&vc, 0, sizeof vc);
     tr->ctx->no_dropout = 1;   /* an evaluation: the adapters' dropout off */
     for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
         double loss = 0.0;
@@ -896,15 +938,14 @@ static int xent_validation(nnt_trainer *tr, nnt_trainer_report *r)
             rc = nnt_layer_loss(tr->model, &loss);
         if (rc == 0 && tr->labels)
             rc = nnt_model_label_hits(tr->model, &h, &c);
-        else if (rc == 0 && nnt_trainer_has_accuracy(tr))   /* (multi-label: labels) */
-            rc = label_value_hits(tr, &h, &c);
-        sum += loss, hits += h, labelled += c;
+        else if (rc == 0 && tr->values_k)   /* (multi-label: labels; regression: errors) */
+            rc = count_values(tr, &vc);
+        sum += loss, vc.hits += h, vc.labels += c, vc.examples += c;
     }
     nnt_layer_set_positions(tr->model, NULL);
     tr->ctx->no_dropout = 0;
     r->loss = sum / (double)o->val_batches;
-    r->accuracy = labelled ? (double)hits / (double)labelled : 0.0;
-    r->examples = tr->labels || !tr->values_k ? labelled : labelled / tr->values_k;
+    report_counts(tr, &vc, r);
     return rc;
 }
 
@@ -937,11 +978,18 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
     if (out)
         *out = r.loss;
     tr->last_val_accuracy = r.accuracy;
+    tr->last_val_exact = r.exact_match, tr->last_val_f1 = r.f1, tr->last_val_mae = r.mae;
     if (add_validation(tr, step, r.loss))
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: loss history: out of memory");
     if (tr->val_csv) {
         fprintf(tr->val_csv, "%lld,%.9g,%lld", (long long)step, r.loss, (long long)r.tokens);
-        fprintf(tr->val_csv, nnt_trainer_has_accuracy(tr) ? ",%.9g\n" : "\n", r.accuracy);
+        if (nnt_trainer_has_accuracy(tr))
+            fprintf(tr->val_csv, ",%.9g", r.accuracy);
+        if (tr->values_k && tr->values_problem == NNT_PROBLEM_MULTI_LABEL)
+            fprintf(tr->val_csv, ",%.9g,%.9g", r.exact_match, r.f1);
+        else if (tr->values_k)
+            fprintf(tr->val_csv, ",%.9g", r.mae);
+        fputc('\n', tr->val_csv);
         if (fflush(tr->val_csv))
             return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot write val.csv: %s",
                             strerror(errno));

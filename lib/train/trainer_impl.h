@@ -78,6 +78,8 @@ struct nnt_trainer {
     int64_t nvalidations, last_val_step, low_val_step;
     double last_val, low_val;
     double last_val_accuracy;      /* a classifier's last validation's accuracy             */
+    double last_val_exact, last_val_f1; /* a multi-label one's exact match and micro F1      */
+    double last_val_mae;           /* a regression's last validation's mean absolute error  */
     char *kept_previous;           /* keep_previous: where another run's files went        */
     char *resumed_options;         /* the resumed checkpoint's options string (or NULL)    */
     int checkpoint_saved;          /* a save to the checkpoint option's path succeeded     */
