@@ -581,8 +581,9 @@ grep -q "generation under MPI: on rank 0 .*, 500 MiB on the smallest rank)" "$tm
     echo "nnt-train --sample -np 2: the smallest rank has its half of the node's 1000 MiB" ||
     fail "nnt-train --sample -np 2, 2 ranks on a 1000 MiB node: not 500 MiB on the smallest rank ($(grep 'generation under' "$tmp/g_half.err" | head -n 1))"
 
-# several sequences side by side under MPI (nnt_model_generate_n, test_mpi generate: the
-# GQA fixture, 3 sampled sequences): every rank gets one process's tokens
+# several sequences side by side under MPI (nnt_model_generate_n, and prompts of their own,
+# nnt_model_generate_batch; test_mpi generate: the GQA fixture, 3 sampled sequences each):
+# every rank gets one process's tokens
 gqa="$top_srcdir/tests/fixtures/llama_tiny/gqa"
 "$prog" generate "$tmp/gen_one" 0 sharded "$gqa" > "$tmp/gen_one.log" 2>&1 ||
     fail "test_mpi generate, one process: exit status $?"
@@ -590,12 +591,12 @@ for dist in sharded data; do
     $TIMEOUT $MPIRUN "$prog" generate "$tmp/gen_$dist" 1 $dist "$gqa" > "$tmp/gen_$dist.log" 2>&1 ||
         { fail "test_mpi generate $dist: exit status $?"; tail -n 5 "$tmp/gen_$dist.log"; }
     for r in 0 1; do
-        [ "$(grep -c '^ids' "$tmp/gen_one.0")" -eq 3 ] &&
-        [ "$(grep '^ids' "$tmp/gen_$dist.$r" 2>/dev/null)" = "$(grep '^ids' "$tmp/gen_one.0")" ] ||
-            fail "nnt_model_generate_n -np 2 $dist: rank $r has other tokens than one process"
+        [ "$(grep -c '^ids\|^batch' "$tmp/gen_one.0")" -eq 6 ] &&
+        [ "$(grep '^ids\|^batch' "$tmp/gen_$dist.$r" 2>/dev/null)" = "$(grep '^ids\|^batch' "$tmp/gen_one.0")" ] ||
+            fail "nnt_model_generate_n/_batch -np 2 $dist: rank $r has other tokens than one process"
     done
 done
-echo "nnt_model_generate_n -np 2: 3 sequences side by side, one process's tokens on every rank"
+echo "nnt_model_generate_n and _batch -np 2: 3 sequences side by side, one process's tokens on every rank"
 
 # signals, as Slurm sends them (to every task) or as a user may (to one rank): the ranks
 # agree at a step boundary. SIGTERM to both ranks (together, or to rank 1 once rank 0 saves:

@@ -23,8 +23,9 @@
  *   test_mpi generate OUT MPI DIST DIR
  *       The model of the Hugging Face directory DIR (tiles of 8 channels, 16 hidden units,
  *       one head), 3 sequences of 40 sampled tokens side by side (nnt_model_generate_n,
- *       seed 5, top_k 0) after a prompt of 5; each rank writes OUT.<rank>: "rank R of N",
- *       then "ids R: ..." a sequence.
+ *       seed 5, top_k 0) after a prompt of 5, then 3 prompts of 5, 2 and 4 tokens side by
+ *       side (nnt_model_generate_batch, seeds 5, 6, 7); each rank writes OUT.<rank>: "rank R
+ *       of N", then "ids R: ..." a sequence of the first, "batch R: ..." of the second.
  *   test_mpi options
  *       Every rank creates an MPI context with options that differ across ranks (rank 1 asks
  *       for another distribution) and expects NNT_E_INVAL with the message; then rank 1
@@ -311,13 +312,20 @@ static int generate(int argc, char **argv)
     s.top_k = 0;
     s.seed = 5;
     TRY(nnt_model_generate_n(model, prompt, 5, NSEQ, NGEN, &s, out));
+    const int32_t p2[2] = {9, 4}, p3[4] = {30, 2, 17, 8};
+    const int32_t *prompts[NSEQ] = {prompt, p2, p3};
+    const int64_t lens[NSEQ] = {5, 2, 4};
+    const uint64_t seeds[NSEQ] = {5, 6, 7};
+    int32_t batch[NSEQ * NGEN];
+    TRY(nnt_model_generate_batch(model, NSEQ, prompts, lens, seeds, NGEN, &s, batch));
     FILE *f = rank_file(argv[2], rank, size);
     if (!f)
         return 1;
-    for (int r = 0; r < NSEQ; r++) {
-        fprintf(f, "ids %d:", r);
+    for (int k = 0; k < 2 * NSEQ; k++) {
+        const int32_t *row = (k < NSEQ ? out : batch) + (k % NSEQ) * NGEN;
+        fprintf(f, "%s %d:", k < NSEQ ? "ids" : "batch", k % NSEQ);
         for (int j = 0; j < NGEN; j++)
-            fprintf(f, " %d", (int)out[r * NGEN + j]);
+            fprintf(f, " %d", (int)row[j]);
         fprintf(f, "\n");
     }
     int rc = fclose(f) != 0;
