@@ -1331,9 +1331,9 @@ static int print_prompt_record(const opts *o, const nnt_tokenizer *tok, const re
     return fflush(stdout) ? lib_error("standard output", NNT_E_IO) : 0;
 }
 
-/* The records of a chunk, [first, first + n) of r, in the order they are generated: by the
- * length of their prompts (a batch's prompts padded on the left to its longest: prompts of
- * like lengths waste the least), the file's order among equals. */
+/* qsort's order of the indexes of --prompts' records (sort_records: the records): by the
+ * length of their prompts (a batch's prompts are padded on the left to its longest: prompts
+ * of like lengths waste the least), the file's order among equals. */
 static const records *sort_records;
 
 static int by_prompt_length(const void *pa, const void *pb)

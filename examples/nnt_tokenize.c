@@ -236,7 +236,7 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
                     cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
                     o->loss == 2, o->preference, o->num_labels, names, nnames, o->problem,
-                    o->unpaired};
+                    o->unpaired, -1};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);

@@ -709,7 +709,8 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
                      o->jsonl_loss == 1, o->jsonl_loss == 2,
-                     pairs, labels >= 2 || problem ? labels : 0, NULL, 0, problem, unpaired};
+                     pairs, labels >= 2 || problem ? labels : 0, NULL, 0, problem, unpaired,
+                     labels > 0 ? o->run.pad_token_id : -1};   /* (a classifier's --pad-id) */
     jsonl_stats st = {0};
     char *inputs[1] = {(char *)*path};
     rc = problem ? 0 : record_label_names(t, labels, &names, &nnames);

@@ -285,7 +285,10 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     wo.pack = o->pack && !o->preference && !o->unpaired, wo.cut = o->cut;   /* (a pair: two
                                                                                rows) */
     wo.row_values = o->problem ? o->num_labels : o->unpaired ? 1 : 0;
-    nnt_sft_pad_id(s, &wo.pad);
+    if (o->pad_id >= 0)
+        wo.pad = (int32_t)o->pad_id;
+    else
+        nnt_sft_pad_id(s, &wo.pad);
     st->pad = wo.pad;
     nnt_token_writer *w = NULL;
     if ((rc = nnt_token_writer_open(NULL, out, &wo, &w)) != 0) {

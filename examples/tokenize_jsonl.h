@@ -34,6 +34,9 @@ typedef struct jsonl_opts {
                                          two rows each, as KTOTrainer unpairs them: per
                                          chunk of 1000 records, their chosen rows then
                                          their rejected ones (nnt_sft_encode_unpaired_rows) */
+    int64_t pad_id;                   /* >= 0: the id rows are padded with (a classifier's
+                                         --pad-id, which it pools by); -1: the tokenizer's
+                                         (nnt_sft_pad_id: pad_token, else eos_token)        */
 } jsonl_opts;
 
 typedef struct jsonl_stats {
@@ -41,7 +44,8 @@ typedef struct jsonl_stats {
     int64_t *label_counts;            /* num_labels: the examples of each label (malloc'd;
                                          on values: of each value above 0.5)               */
     int64_t empty;                    /* examples of which no token counts once cut to T */
-    int32_t pad;                      /* the id rows are padded with (nnt_sft_pad_id)     */
+    int32_t pad;                      /* the id rows are padded with (pad_id, else
+                                         nnt_sft_pad_id)                                   */
     int64_t desirable;                /* unpaired records: the rows labelled true         */
     int64_t paired;                   /* unpaired: the paired records read as two rows    */
 } jsonl_stats;

@@ -74,6 +74,17 @@ grep -q '"architectures": \["GPT2ForSequenceClassification"\]' "$tmp/rm/config.j
     { echo "FAIL: --save-hf of a reward model: not a classifier's config.json"; fail=1; }
 grep -q '^---- sample' "$tmp/jsonl.out" &&
     { echo "FAIL: a reward model printed a text sample"; fail=1; }
+# --pad-id 5 (not the tokenizer's 0, and no text ends in it): the rows padded with it and
+# pooled by it, so the same scores and losses; config.json's pad_token_id 5 (rows padded with
+# the tokenizer's 0 but pooled by 5 gave step 1's loss 0.692449 for 0.691401)
+"$prog" --tokenizer-json "$sft/tokenizer.json" --data "$dpo/preference.jsonl" --num-labels 1 \
+    --batch 2 --seq 96 --steps 2 --layers 1 --channels 32 --heads 2 --no-save --val-split 0 \
+    --pad-id 5 --save-hf "$tmp/rm5" --out "$tmp/jsonl5" > "$tmp/jsonl5.out" 2> "$tmp/jsonl5.err" ||
+    { echo "FAIL: nnt-train --pad-id 5: exit status $?"; tail -n 5 "$tmp/jsonl5.err"; fail=1; }
+losses() { sed -n 's/^step \([0-9]*\)\/2  loss \([0-9.]*\) .*/\1 \2/p' "$1"; }
+[ -n "$(losses "$tmp/jsonl.out")" ] && [ "$(losses "$tmp/jsonl5.out")" = "$(losses "$tmp/jsonl.out")" ] &&
+    grep -q '"pad_token_id": 5' "$tmp/rm5/config.json" ||
+    { echo "FAIL: --pad-id 5: losses '$(losses "$tmp/jsonl5.out" | tr '\n' ' ')' for '$(losses "$tmp/jsonl.out" | tr '\n' ' ')', or config.json"; fail=1; }
 # the saved reward model goes on training from its directory
 "$prog" --load-hf "$tmp/rm" --data "$tmp/jsonl/preference.tokens.bin" --batch 2 --seq 96 \
     --steps 1 --no-save --val-split 0 --out "$tmp/again" > "$tmp/again.out" 2>&1 || {

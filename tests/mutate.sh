@@ -498,6 +498,7 @@ prompts_sample_seeds|examples/nnt_generate.c|s@        seeds\[row\] = s->seed + 
 val_exact_any|lib/train/trainer.c|s@        c->examples++, c->labels += k, c->hits += multi ? right : 0, c->exact += right == k;@        c->examples++, c->labels += k, c->hits += multi ? right : 0, c->exact += right > 0;@|nnt-train, multi-label validation: an example counted exact when any label is right
 val_f1_said_tp|lib/train/trainer.c|s@            c->tp += multi \&\& said \&\& is, c->fp += multi \&\& said \&\& !is;@            c->tp += multi \&\& said, c->fp += multi \&\& said \&\& !is;@|nnt-train, multi-label validation: every positive prediction counted a true positive in the F1
 val_mae_squared|lib/train/trainer.c|s@            c->abs_err += multi ? 0.0 : fabs((double)logits\[j\] - tr->values\[j\]);@            c->abs_err += multi ? 0.0 : ((double)logits[j] - tr->values[j]) * ((double)logits[j] - tr->values[j]);@|nnt-train, regression validation: the squared error reported as the absolute one
+jsonl_pad_id_ignored|examples/tokenize_jsonl.c|s@    if (o->pad_id >= 0)@    if (0)@|nnt-train --pad-id with .jsonl records: the rows padded with the tokenizer pad, pooled by the given id
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
