@@ -239,6 +239,10 @@ expect gpt2_greedy "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" --max-new-t
     --temperature 0 --print-ids --cpus 2
 expect gpt2_greedy_nocache "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" \
     --max-new-tokens 40 --temperature 0 --print-ids --no-cache --cpus 2
+# --top-p near 0: the nucleus the most likely token alone, so that sampling at temperature 1
+# over every token gives the greedy ids (the option reaches the sampler)
+expect gpt2_top_p "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" --max-new-tokens 40 \
+    --temperature 1 --top-k 0 --top-p 1e-6 --seed 9 --print-ids --cpus 2
 # --precision bf16 (the weights read from bf16 copies; one-row products by nnt's bf16 gemv
 # with the cache, whole-window products without): bf16 moves the logits by about 1e-3, and
 # on these two fixtures the greedy ids stay transformers' (fp32) on every kernel path tried

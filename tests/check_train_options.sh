@@ -18,6 +18,14 @@
 #   --head-dim      a Llama with heads of 12 for C 32 and 4 heads: --save-hf's config.json
 #                   and q/k shapes say so (4 x 12 and 2 x 12 rows); an odd size and GPT-2
 #                   are refused;
+#   --qk-norm       a Llama with RMSNorm on each head of q and k: the model line says so,
+#                   --save-hf writes Qwen3ForCausalLM with q_norm and k_norm of the head
+#                   dimension, which --load-hf reads back to the run's last loss again
+#                   (--steps 0 validation on the same tokens); other losses than without
+#                   it; GPT-2 refused;
+#   --momentum      SGD with momentum 0.9: steps 1 and 2 as without (its buffer starts as
+#                   the gradient: the first update is plain SGD's, and step 2's loss is
+#                   computed before the second), step 3 not; the summary names it;
 #   --quiet         nothing on stdout or stderr when all goes well (the --print-loss lines
 #                   still on stdout), not even the library's warnings (--mem-gpu without a
 #                   GPU, which warns otherwise), the error when not.
@@ -124,6 +132,39 @@ expect_error head_dim_odd "even head dimension" $llama --head-dim 7 --data "$tmp
     --out "$tmp/h2"
 expect_error head_dim_gpt2 "--head-dim does not apply to GPT-2" $gpt $run_args --head-dim 8 \
     --data "$tmp/corpus.txt" --out "$tmp/h3"
+
+# ---- --qk-norm -------------------------------------------------------------------------------------
+run_ok qk_norm $llama --qk-norm --data "$tmp/corpus.txt" --out "$tmp/k1" --save-hf "$tmp/k1/hf"
+run_ok qk_plain $llama --data "$tmp/corpus.txt" --out "$tmp/k2"
+st_head=$(head -c 4000 "$tmp/k1/hf/model.safetensors" 2>/dev/null | tr -d '\000')
+if grep -q "q/k norm" "$tmp/qk_norm.err" &&
+   grep -q '"architectures": \["Qwen3ForCausalLM"\]' "$tmp/k1/hf/config.json" 2>/dev/null &&
+   echo "$st_head" | grep -q '"model.layers.0.self_attn.q_norm.weight":{"dtype":"F32","shape":\[8\]' &&
+   echo "$st_head" | grep -q '"model.layers.0.self_attn.k_norm.weight":{"dtype":"F32","shape":\[8\]' &&
+   ! cmp -s "$tmp/qk_norm.out" "$tmp/qk_plain.out"; then
+    echo "ok: --qk-norm: model line, Qwen3 config.json, q_norm and k_norm of 8; other losses"
+else
+    fail "--qk-norm: $(grep model: "$tmp/qk_norm.err"); config: $(cat "$tmp/k1/hf/config.json" 2>/dev/null)"
+fi
+expect_error qk_norm_gpt2 "--qk-norm" $gpt $run_args --qk-norm --data "$tmp/corpus.txt" \
+    --out "$tmp/k3"
+
+# ---- --momentum ------------------------------------------------------------------------------------
+sgd="$llama --steps 3 --optim sgd --lr 0.5 --schedule constant --warmup 0 --grad-clip 0
+    --data $tmp/corpus.txt"
+# shellcheck disable=SC2086 # the options are words
+run_ok sgd_plain $sgd --out "$tmp/m1"
+# shellcheck disable=SC2086
+run_ok sgd_momentum $sgd --momentum 0.9 --out "$tmp/m2"
+step_loss() { sed -n "s/^step $1 loss //p" "$tmp/$2.out"; }
+if [ -n "$(step_loss 3 sgd_plain)" ] && [ "$(step_loss 1 sgd_plain)" = "$(step_loss 1 sgd_momentum)" ] &&
+   [ "$(step_loss 2 sgd_plain)" = "$(step_loss 2 sgd_momentum)" ] &&
+   [ "$(step_loss 3 sgd_plain)" != "$(step_loss 3 sgd_momentum)" ] &&
+   grep -q "momentum 0.9" "$tmp/sgd_momentum.err"; then
+    echo "ok: --momentum 0.9: steps 1 and 2 as without, step 3 not ($(step_loss 3 sgd_plain), $(step_loss 3 sgd_momentum)); the summary names it"
+else
+    fail "--momentum: $(tr '\n' ' ' < "$tmp/sgd_plain.out") / $(tr '\n' ' ' < "$tmp/sgd_momentum.out"); $(grep -i optim "$tmp/sgd_momentum.err")"
+fi
 
 # ---- --quiet ---------------------------------------------------------------------------------------
 run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \

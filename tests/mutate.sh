@@ -499,6 +499,8 @@ val_exact_any|lib/train/trainer.c|s@        c->examples++, c->labels += k, c->hi
 val_f1_said_tp|lib/train/trainer.c|s@            c->tp += multi \&\& said \&\& is, c->fp += multi \&\& said \&\& !is;@            c->tp += multi \&\& said, c->fp += multi \&\& said \&\& !is;@|nnt-train, multi-label validation: every positive prediction counted a true positive in the F1
 val_mae_squared|lib/train/trainer.c|s@            c->abs_err += multi ? 0.0 : fabs((double)logits\[j\] - tr->values\[j\]);@            c->abs_err += multi ? 0.0 : ((double)logits[j] - tr->values[j]) * ((double)logits[j] - tr->values[j]);@|nnt-train, regression validation: the squared error reported as the absolute one
 jsonl_pad_id_ignored|examples/tokenize_jsonl.c|s@    if (o->pad_id >= 0)@    if (0)@|nnt-train --pad-id with .jsonl records: the rows padded with the tokenizer pad, pooled by the given id
+gen_top_p_dropped|examples/nnt_generate.c|s@    s.top_p = o->top_p;@    s.top_p = 1.0;@|nnt-generate --top-p not passed to the sampler
+train_qk_norm_dropped|examples/nnt_train.c|s@    if (o->qk_norm) c.qk_norm = 1;@    if (0) c.qk_norm = 1;@|nnt-train --qk-norm: the fresh model made without q/k norms
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
