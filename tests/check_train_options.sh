@@ -20,9 +20,7 @@
 #                   are refused;
 #   --qk-norm       a Llama with RMSNorm on each head of q and k: the model line says so,
 #                   --save-hf writes Qwen3ForCausalLM with q_norm and k_norm of the head
-#                   dimension, which --load-hf reads back to the run's last loss again
-#                   (--steps 0 validation on the same tokens); other losses than without
-#                   it; GPT-2 refused;
+#                   dimension; other losses than without it; GPT-2 refused;
 #   --momentum      SGD with momentum 0.9: steps 1 and 2 as without (its buffer starts as
 #                   the gradient: the first update is plain SGD's, and step 2's loss is
 #                   computed before the second), step 3 not; the summary names it;
