@@ -44,6 +44,7 @@ typedef struct opts {
     int precision;                          /* nnt_precision                 */
     int quantize;                           /* --quantize none|nf4 (index)   */
     int print_ids, no_cache, continuation_only;
+    int generation_config;                  /* --generation-config: 0 auto, 1 none */
     char *prompt_buf;                       /* --prompt-file's text (owned) */
     size_t prompt_len;                      /* bytes of the prompt's text   */
 } opts;
@@ -52,6 +53,7 @@ enum { TOK_BYTES, TOK_BPE, TOK_JSON };
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 static const char *const quantizes[] = {"none", "nf4", NULL};
+static const char *const auto_none[] = {"auto", "none", NULL};
 static const char *const chat_templates[] = {"auto", "chatml", "llama3", "qwen2.5", "qwen3",
                                              "llama3.1", "llama3.2", "gemma", "gemma2",
                                              "gemma3", "phi3", "phi3.5", "qwen3-2507",
@@ -116,10 +118,16 @@ static const cli_option table[] = {
     OPT_GROUP("Generation:"),
     OPT_INT("max-new-tokens", max_new, 0, CLI_BIG, "64", 0, "N",
             "tokens to generate (default 64)"),
-    OPT_REAL("temperature", temperature, 0, 1e6, "1", 0, "T", "0 = greedy (default 1)"),
-    OPT_INT("top-k", top_k, 0, 2147483647.0, "40", 0, "K", "0 = all tokens (default 40)"),
+    OPT_REAL("temperature", temperature, 0, 1e6, "1", 0, "T", "0 = greedy (default 1, or "
+             "the model's: below)"),
+    OPT_INT("top-k", top_k, 0, 2147483647.0, "40", 0, "K", "0 = all tokens (default 40, or "
+            "the model's)"),
     OPT_REAL("top-p", top_p, 0, 1, "1", CLI_OPEN_MIN, "P", "the most likely tokens of "
-             "probability P at least (default 1)"),
+             "probability P at least\n(default 1, or the model's)"),
+    OPT_CHOICE("generation-config", generation_config, auto_none, "auto", 0, "W",
+               "auto: the temperature, top_k and top_p that the\nmodel directory's "
+               "generation_config.json gives,\nfor those not given here (as vLLM takes "
+               "them);\nnone: nnt-generate's defaults (default auto)"),
     OPT_INT("seed", seed, 0, CLI_BIG, "0", 0, "S", "sampling seed (default 0)"),
     OPT_INT("num-samples", num_samples, 1, 4096, "1", 0, "N",
             "N continuations of the prompt generated side by\nside (one batch: the weights "
@@ -143,6 +151,8 @@ static const cli_option table[] = {
     OPT_CHOICE("quantize", quantize, quantizes, "none", 0, "Q", "none|nf4: --load-hf's matrices "
                "read into NF4, 4.5 bits a\nweight (bitsandbytes' nf4; default none)"),
 };
+
+static unsigned char given[sizeof table / sizeof table[0]];   /* the options given */
 
 static const cli_program program = {
     "nnt-generate", table, (int)(sizeof table / sizeof table[0]),
@@ -206,7 +216,7 @@ static int read_prompt_file(opts *o, const char *option, const char *path)
 
 static int parse_args(int argc, char **argv, opts *o)
 {
-    int rc = cli_parse(&program, argc, argv, o, NULL, NULL, NULL);
+    int rc = cli_parse(&program, argc, argv, o, given, NULL, NULL);
     if (rc)
         return rc;
     if (!!o->load_hf + !!o->load_llmc + !!o->checkpoint != 1)
@@ -312,6 +322,43 @@ static int eos_ids(const opts *o, int64_t V, int32_t **ids, size_t *n)
     for (int64_t k = 0; k < count; k++)
         if ((*ids)[k] < V)
             (*ids)[(*n)++] = (*ids)[k];
+    return 0;
+}
+
+/* whether --name was given */
+static int was_given(const char *name)
+{
+    const cli_option *d = cli_find(&program, name, strlen(name));
+    return d && given[d - table];
+}
+
+/* --generation-config auto: the temperature, top_k and top_p of the model directory's
+ * generation_config.json for those the command line does not give (nnt_model_hf_sampling),
+ * said on standard error. 0, or 1 reported. */
+static int generation_defaults(opts *o)
+{
+    const char *dir = o->load_hf ? o->load_hf : o->model_dir;
+    struct stat sb;
+    if (o->generation_config != 0 || !dir || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return 0;
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    unsigned found = 0;
+    int rc = nnt_model_hf_sampling(dir, &s, &found);
+    if (rc)
+        return lib_error("--generation-config auto", rc);
+    char said[128] = "";
+    size_t n = 0;
+    if ((found & NNT_HF_SAMPLING_TEMPERATURE) && !was_given("temperature"))
+        n += (size_t)snprintf(said + n, sizeof said - n, ", temperature %g",
+                              o->temperature = s.temperature);
+    if ((found & NNT_HF_SAMPLING_TOP_K) && !was_given("top-k") && n < sizeof said)
+        n += (size_t)snprintf(said + n, sizeof said - n, ", top_k %lld",
+                              (long long)(o->top_k = s.top_k));
+    if ((found & NNT_HF_SAMPLING_TOP_P) && !was_given("top-p") && n < sizeof said)
+        n += (size_t)snprintf(said + n, sizeof said - n, ", top_p %g", o->top_p = s.top_p);
+    if (n)
+        fprintf(stderr, "nnt-generate: sampling with %s from %s/generation_config.json "
+                "(--generation-config none: without)\n", said + 2, dir);
     return 0;
 }
 
@@ -1489,6 +1536,8 @@ int main(int argc, char **argv)
     if (rc == 0 && o.prompts && labels)
         rc = usage("--prompts %s: the model is a classifier: give its texts with --classify",
                    o.prompts);
+    if (rc == 0 && !labels && !o.classify)   /* (the model's sampling) */
+        rc = generation_defaults(&o);
     if (rc == 0 && (o.classify || o.prompts))
         rc = read_file_records(&o, tok, &recs);
     else if (rc == 0)

@@ -1680,6 +1680,18 @@ typedef struct nnt_sampling {
 
 #define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL, NULL, 0 }
 
+/* The sampling a Hugging Face model directory recommends (new in 0.4), as vLLM takes it:
+ * generation_config.json's temperature, top_k and top_p written into *s where the file names
+ * them (the other fields, and those it does not name, left as they are); *found the
+ * NNT_HF_SAMPLING_* bits of the ones it named (0 without the file, which is no error).
+ * do_sample is not read; settings nnt does not apply (repetition_penalty, min_p, ...) at
+ * values that would change the sampling are named in a warning (nnt_log). Malformed JSON or
+ * a value out of range: NNT_E_FORMAT naming the file and key. */
+#define NNT_HF_SAMPLING_TEMPERATURE 1u
+#define NNT_HF_SAMPLING_TOP_K 2u
+#define NNT_HF_SAMPLING_TOP_P 4u
+NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *found);
+
 /* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
  * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate. With a key/value
  * cache: the prompt in one forward, then one forward per new token at its position, while

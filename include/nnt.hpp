@@ -652,6 +652,15 @@ inline std::vector<std::int32_t> model_hf_eos_ids(std::string_view dir)
         check(nnt_model_hf_eos_ids(d.c_str(), ids.data(), n, &n));
     return ids;
 }
+/* Its recommended sampling (nnt_model_hf_sampling): generation_config.json's temperature,
+ * top_k and top_p written into s where it names them; returns the NNT_HF_SAMPLING_* bits of
+ * those it named (0 without the file). */
+inline unsigned model_hf_sampling(std::string_view dir, nnt_sampling &s)
+{
+    unsigned found = 0;
+    check(nnt_model_hf_sampling(detail::cstr(dir).c_str(), &s, &found));
+    return found;
+}
 inline model_config model_train_state_config(std::string_view path)
 {
     model_config c;

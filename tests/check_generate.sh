@@ -60,6 +60,41 @@ expect eos_generation_config "24 26 16 8" --load-hf "$tmp/gqa_eos" --prompt-ids 
     --max-new-tokens 48 --temperature 0 --print-ids --cpus 2
 expect eos_none "$want" --load-hf "$tmp/gqa_eos" --prompt-ids "$prompt" --max-new-tokens 48 \
     --temperature 0 --eos none --print-ids --cpus 2
+# --generation-config auto (the default): the directory's generation_config.json sampling for
+# what the command line does not give, as vLLM takes it: top_k 1 samples the greedy ids at
+# the default temperature 1; --top-k 0 given overrides it (the run without the file, seed
+# 4), and so does --generation-config none; temperature 0 from the file is greedy too; the
+# line on stderr names what it took; repetition_penalty is named as not applied; a top_p
+# above 1 is refused naming the file
+mkdir "$tmp/gqa_gc"
+cp "$gqa/model.safetensors" "$gqa/config.json" "$tmp/gqa_gc/"
+sampled=$("$prog" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 --seed 4 \
+    --top-k 0 --print-ids --cpus 2 2> /dev/null)
+[ -n "$sampled" ] && [ "$sampled" != "$want" ] || fail "gqa sampled: '$sampled' (the greedy ids?)"
+echo '{"top_k": 1, "repetition_penalty": 1.05}' > "$tmp/gqa_gc/generation_config.json"
+expect gc_top_k "$want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --seed 4 --print-ids --cpus 2
+grep -q "^nnt-generate: sampling with top_k 1 from $tmp/gqa_gc/generation_config.json" "$tmp/gc_top_k.err" &&
+    grep -q "repetition_penalty 1.05 is not applied" "$tmp/gc_top_k.err" ||
+    { fail "gc_top_k: no line naming the sampling taken, or repetition_penalty"; cat "$tmp/gc_top_k.err"; }
+expect gc_given "$sampled" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --seed 4 --top-k 0 --print-ids --cpus 2
+grep -q "sampling with" "$tmp/gc_given.err" && fail "gc_given: the file's top_k said taken"
+echo '{"top_k": 0, "temperature": 1.0}' > "$tmp/gqa_gc/generation_config.json"
+expect gc_all_tokens "$sampled" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --seed 4 --print-ids --cpus 2
+echo '{"temperature": 0.0, "top_p": 0.9}' > "$tmp/gqa_gc/generation_config.json"
+expect gc_greedy "$want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --seed 4 --top-k 0 --print-ids --cpus 2
+echo '{"top_k": 1}' > "$tmp/gqa_gc/generation_config.json"
+expect gc_off "$sampled" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --seed 4 --top-k 0 --generation-config none --print-ids --cpus 2
+echo '{"top_p": 1.5}' > "$tmp/gqa_gc/generation_config.json"
+"$prog" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 4 --cpus 2 \
+    > /dev/null 2> "$tmp/gc_bad.err"
+st=$?
+[ $st -ne 0 ] && grep -q "generation_config.json: top_p 1.5 is out of range" "$tmp/gc_bad.err" ||
+    { fail "gc_bad: status $st"; cat "$tmp/gc_bad.err"; }
 # --chat: --system and --prompt as a conversation, rendered with the tokenizer_config.json's
 # chat template (Gemma 3's) and its generation prompt: the new ids of transformers'
 # apply_chat_template ids (tests/fixtures/sft/gemma3.prompts, line 4: that conversation, its

@@ -487,6 +487,8 @@ void test_hf(nnt::context &ctx)
     EXPECT(nnt::model_hf_eos_ids(dir).empty());   // eos_token_id null
     EXPECT(nnt::model_hf_eos_ids(fixture("gpt2_tiny")) == std::vector<std::int32_t>{50256});
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::model_hf_eos_ids("/no/such/dir"));
+    nnt::sampling hs;   // no generation_config.json: nothing named, nothing changed
+    EXPECT(nnt::model_hf_sampling(dir, hs) == 0 && hs.top_k == 40 && hs.temperature == 1.0);
     // any source the way a user names it (nnt_model_open): a preset, created from the seed
     nnt::layer p1 = nnt::layer::open(ctx, "llama-tiny", nullptr, B, T, nullptr, 3);
     EXPECT(p1.config().kv_heads == nnt::model_source_config("llama-tiny").kv_heads);

@@ -695,6 +695,55 @@ START_TEST(test_hf_eos_ids)
 }
 END_TEST
 
+/* nnt_model_hf_sampling: generation_config.json's temperature, top_k and top_p into the
+ * fields it names (values off nnt's defaults, so that a field read as another would show),
+ * the others kept; no file: nothing; out of range, wrong types and bad JSON refused naming
+ * the file and key */
+START_TEST(test_hf_sampling)
+{
+    char dir[] = "/tmp/test_sampling-XXXXXX", path[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    unsigned found = 99;
+    s.seed = 17;
+    EXPECT_OK(nnt_model_hf_sampling(dir, &s, &found));   /* no file */
+    ck_assert(found == 0 && s.temperature == 1.0 && s.top_k == 40 && s.top_p == 1.0);
+    write_file(dir, "generation_config.json", "{\"do_sample\": true, \"temperature\": 0.6, "
+               "\"top_p\": 0.9, \"top_k\": 20, \"eos_token_id\": [1, 2]}");
+    EXPECT_OK(nnt_model_hf_sampling(dir, &s, &found));
+    ck_assert_uint_eq(found, NNT_HF_SAMPLING_TEMPERATURE | NNT_HF_SAMPLING_TOP_K |
+                             NNT_HF_SAMPLING_TOP_P);
+    ck_assert(s.temperature == 0.6 && s.top_k == 20 && s.top_p == 0.9 && s.seed == 17);
+    s = (nnt_sampling)NNT_SAMPLING_INIT;
+    write_file(dir, "generation_config.json", "{\"top_p\": 0.95, \"top_k\": null}");
+    EXPECT_OK(nnt_model_hf_sampling(dir, &s, &found));   /* (null: not named) */
+    ck_assert(s.temperature == 1.0 && s.top_k == 40 && s.top_p == 0.95);
+    ck_assert(found & NNT_HF_SAMPLING_TOP_P);
+    ck_assert(!(found & NNT_HF_SAMPLING_TEMPERATURE));
+    static const char *const BAD[] = {"{\"temperature\": -0.5}", "{\"top_p\": 0}",
+                                      "{\"top_p\": 1.01}", "{\"top_k\": -3}",
+                                      "{\"top_k\": \"20\"}", "{\"temperature\": 0.7,}",
+                                      "{\"top_k\": 4294967296}"};
+    static const char *const KEY[] = {"temperature", "top_p", "top_p", "top_k", "top_k",
+                                      "generation_config.json", "top_k"};
+    for (int i = 0; i < 7; i++) {
+        write_file(dir, "generation_config.json", BAD[i]);
+        s = (nnt_sampling)NNT_SAMPLING_INIT;
+        int rc = nnt_model_hf_sampling(dir, &s, &found);
+        ck_assert_msg(rc == NNT_E_FORMAT && strstr(nnt_ctx_last_error(NULL), KEY[i]) &&
+                      strstr(nnt_ctx_last_error(NULL), "generation_config.json"),
+                      "%s: rc %d '%s'", BAD[i], rc, nnt_ctx_last_error(NULL));
+        ck_assert_msg(s.temperature == 1.0 && s.top_k == 40 && s.top_p == 1.0,
+                      "%s: s changed", BAD[i]);
+    }
+    EXPECT_FAIL_MSG(nnt_model_hf_sampling(NULL, &s, &found), NNT_E_INVAL, "dir is NULL");
+    EXPECT_FAIL_MSG(nnt_model_hf_sampling(dir, NULL, &found), NNT_E_INVAL, "s is NULL");
+    EXPECT_FAIL_MSG(nnt_model_hf_sampling(dir, &s, NULL), NNT_E_INVAL, "found is NULL");
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------------------ */
 
 /* ---- several sequences side by side (nnt_model_generate_n) -------------------------------- */
@@ -1211,6 +1260,7 @@ static Suite *generate_suite(void)
     tcase_add_loop_test(tc, test_cache_equals_no_cache, 0, 6);
     tcase_add_test(tc, test_top_p_eos);
     tcase_add_test(tc, test_hf_eos_ids);
+    tcase_add_test(tc, test_hf_sampling);
     tcase_add_loop_test(tc, test_generate_n, 0, 9);
     tcase_add_loop_test(tc, test_generate_batch, 0, 12);
     tcase_add_test(tc, test_sampler_top_k);

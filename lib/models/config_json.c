@@ -1369,6 +1369,61 @@ NNT_API int nnt_model_hf_eos_ids(const char *dir, int32_t *ids, int64_t cap, int
     return NNT_OK;
 }
 
+/* generation_config.json's settings nnt does not apply, at values that change the sampling:
+ * a warning naming each (the key, the value that does nothing, what nnt does instead) */
+static void unapplied_sampling(const nnt_cfg_in *o, const char *path)
+{
+    static const struct {
+        const char *key;
+        double none;
+    } keys[] = {{"repetition_penalty", 1.0}, {"min_p", 0.0}, {"typical_p", 1.0},
+                {"no_repeat_ngram_size", 0.0}, {"epsilon_cutoff", 0.0}, {"eta_cutoff", 0.0},
+                {"encoder_repetition_penalty", 1.0}, {"length_penalty", 1.0}};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        double v = keys[i].none;
+        if (nnt_cfg_double(o, keys[i].key, 0, keys[i].none, &v) == NNT_OK && v != keys[i].none)
+            nnt_log(NNT_LOG_WARN, "%s: %s %g is not applied (nnt samples with temperature, "
+                    "top_k and top_p alone)", path, keys[i].key, v);
+    }
+}
+
+NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *found)
+{
+    const char *fn = "nnt_model_hf_sampling";
+    char path[NNT_MODEL_PATH_MAX];
+    nnt_cfg_in *o = NULL;
+    if (!dir || !s || !found)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn,
+                        !dir ? "dir" : !s ? "s" : "found");
+    *found = 0;
+    NNT_TRY(nnt_model_path_join(NULL, fn, dir, "generation_config.json", path));
+    if (access(path, F_OK) != 0)
+        return NNT_OK;
+    NNT_TRY(nnt_cfg_open(NULL, fn, path, &o));
+    double temperature = s->temperature, top_p = s->top_p;
+    int64_t top_k = s->top_k;
+    int rc = nnt_cfg_double(o, "temperature", 0, temperature, &temperature);
+    if (rc == 0)
+        rc = nnt_cfg_int(o, "top_k", 0, top_k, &top_k);
+    if (rc == 0)
+        rc = nnt_cfg_double(o, "top_p", 0, top_p, &top_p);
+    if (rc == 0 && (temperature < 0 || !(top_p > 0 && top_p <= 1) || top_k > INT32_MAX))
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s: %s %g is out of range (%s)", fn, path,
+                      temperature < 0 ? "temperature" : top_k > INT32_MAX ? "top_k" : "top_p",
+                      temperature < 0 ? temperature : top_k > INT32_MAX ? (double)top_k : top_p,
+                      temperature < 0 ? "0 or more" : top_k > INT32_MAX ? "below 2^31"
+                                                                         : "above 0, up to 1");
+    if (rc == 0) {
+        *found = (nnt_cfg_has(o, "temperature") ? NNT_HF_SAMPLING_TEMPERATURE : 0u) |
+                 (nnt_cfg_has(o, "top_k") ? NNT_HF_SAMPLING_TOP_K : 0u) |
+                 (nnt_cfg_has(o, "top_p") ? NNT_HF_SAMPLING_TOP_P : 0u);
+        s->temperature = temperature, s->top_k = top_k, s->top_p = top_p;
+        unapplied_sampling(o, path);
+    }
+    nnt_cfg_close(o);
+    return rc;
+}
+
 int nnt_model_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
                       const nnt_family **family)
 {
