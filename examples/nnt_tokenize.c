@@ -44,6 +44,7 @@ typedef struct opts {
     int preference;               /* --preference: preference records, a pair two rows     */
     int unpaired;                 /* --unpaired: unpaired preference records (KTO)         */
     int64_t num_labels;           /* --num-labels: classification records                  */
+    int64_t pad_id;               /* --pad-id: the id rows are padded with (-1: the tokenizer's) */
     int problem;                  /* --problem-type: NNT_PROBLEM_* (records of values)     */
     const char *label_names;      /* --label-names: their labels by name                   */
     int64_t seq;
@@ -110,6 +111,9 @@ static const cli_option table[] = {
     OPT_STR("label-names", label_names, NULL, 0, "LIST", "names of the labels 0, 1, ... "
             "separated by commas:\na record's label may be one of them (a string), as\nwell "
             "as its index (implies --num-labels, their\ncount)"),
+    OPT_INT("pad-id", pad_id, -1, 2147483647.0, "-1", 0, "ID", "the id rows are padded with "
+            "(default: the\ntokenizer's pad_token, else eos_token, as TRL):\nnnt-train's "
+            "--pad-id of a classifier or reward\nmodel, which it pools by (implies --jsonl)"),
     OPT_INT("seq", seq, 2, 2147483647.0, NULL, 0, "T", "rows of T tokens, nnt-train's --seq "
             "(needed with\n--jsonl)"),
     OPT_FLAG("pad", pad, 0, NULL),
@@ -212,7 +216,7 @@ static int parse_opts(int argc, char **argv, opts *o)
     if (o->num_labels == 1 && o->problem != NNT_PROBLEM_REGRESSION)
         return usage("%s", "--num-labels 1: a regression of one value (--problem-type "
                      "regression); classification records need 2 labels or more");
-    o->jsonl |= o->preference || o->unpaired || o->num_labels;
+    o->jsonl |= o->preference || o->unpaired || o->num_labels || o->pad_id >= 0;
     if (!o->jsonl && (o->seq || o->pack || o->pad || o->too_long > 0 || o->chat_template > 0 ||
                       o->tokenizer_config || o->chat_date || o->loss >= 0))
         return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template, --chat-date, "
@@ -236,7 +240,7 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
                     cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
                     o->loss == 2, o->preference, o->num_labels, names, nnames, o->problem,
-                    o->unpaired, -1};
+                    o->unpaired, o->pad_id};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);

@@ -5,7 +5,8 @@
 # of one label and its pairs (llama_rm_pairs.bin: 2 pairs, then the same pairs held out),
 # 3 AdamW steps with --reward-center 0.25: the step losses and the held-out loss after them;
 # the summary and step lines; a language model's directory made a reward model (its
-# tokenizer's pad, .jsonl preference records, --save-hf a classifier transformers names);
+# tokenizer's pad, .jsonl preference records, --save-hf a classifier transformers names;
+# --pad-id, through nnt-train's records and nnt-tokenize's file);
 # usage errors.
 prog="$top_builddir/nnt-train"
 [ -x "$prog" ] || { echo "FAIL: nnt-train not built"; exit 1; }
@@ -85,6 +86,17 @@ losses() { sed -n 's/^step \([0-9]*\)\/2  loss \([0-9.]*\) .*/\1 \2/p' "$1"; }
 [ -n "$(losses "$tmp/jsonl.out")" ] && [ "$(losses "$tmp/jsonl5.out")" = "$(losses "$tmp/jsonl.out")" ] &&
     grep -q '"pad_token_id": 5' "$tmp/rm5/config.json" ||
     { echo "FAIL: --pad-id 5: losses '$(losses "$tmp/jsonl5.out" | tr '\n' ' ')' for '$(losses "$tmp/jsonl.out" | tr '\n' ' ')', or config.json"; fail=1; }
+# nnt-tokenize --preference --pad-id 5 writes those rows: nnt-train --pad-id 5 on its file
+# gives the same losses again
+"$top_builddir/nnt-tokenize" --tokenizer-json "$sft/tokenizer.json" --preference --pad-id 5 \
+    --seq 96 --out "$tmp/pairs5.bin" "$dpo/preference.jsonl" 2> "$tmp/tok5.err" ||
+    { echo "FAIL: nnt-tokenize --pad-id 5: exit status $?"; cat "$tmp/tok5.err"; fail=1; }
+"$prog" --tokenizer-json "$sft/tokenizer.json" --data "$tmp/pairs5.bin" --num-labels 1 \
+    --batch 2 --seq 96 --steps 2 --layers 1 --channels 32 --heads 2 --no-save --val-split 0 \
+    --pad-id 5 --out "$tmp/bin5" > "$tmp/bin5.out" 2> "$tmp/bin5.err" ||
+    { echo "FAIL: nnt-train --pad-id 5 on nnt-tokenize's file: exit status $?"; tail -n 5 "$tmp/bin5.err"; fail=1; }
+[ "$(losses "$tmp/bin5.out")" = "$(losses "$tmp/jsonl.out")" ] ||
+    { echo "FAIL: nnt-tokenize --pad-id 5: losses '$(losses "$tmp/bin5.out" | tr '\n' ' ')'"; fail=1; }
 # the saved reward model goes on training from its directory
 "$prog" --load-hf "$tmp/rm" --data "$tmp/jsonl/preference.tokens.bin" --batch 2 --seq 96 \
     --steps 1 --no-save --val-split 0 --out "$tmp/again" > "$tmp/again.out" 2>&1 || {
