@@ -152,7 +152,7 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
 static const char *val_columns(const nnt_trainer *tr)
 {
     if (tr->values_k)
-        return tr->values_problem == NNT_PROBLEM_MULTI_LABEL
+        return nnt_trainer_multi_label(tr)
                    ? "validation log: step, loss on the held-out tokens, tokens, label "
                      "accuracy, exact match, micro F1"
                    : "validation log: step, loss on the held-out tokens, tokens, mean "

@@ -234,7 +234,7 @@ static void add_report(const nnt_trainer *tr, nnt_text *t, const nnt_trainer_rep
         return add(t, "val  %*lld/%lld  loss %.6f  accuracy %.4f  on %lld held-out examples "
                    "(%.2f s)", digits, (long long)r->step, (long long)steps, r->loss,
                    r->accuracy, (long long)r->examples, r->ms / 1e3);
-    if (r->event == NNT_TRAINER_VALIDATION && nnt_trainer_has_accuracy(tr))   /* multi-label */
+    if (r->event == NNT_TRAINER_VALIDATION && nnt_trainer_multi_label(tr))
         return add(t, "val  %*lld/%lld  loss %.6f  label accuracy %.4f  exact match %.4f  "
                    "micro F1 %.4f  on %lld held-out examples (%.2f s)", digits,
                    (long long)r->step, (long long)steps, r->loss, r->accuracy, r->exact_match,
@@ -305,7 +305,7 @@ static void add_run(const nnt_trainer *tr, nnt_text *t)
         add(t, "%svalidation: classifier loss %.6f, accuracy %.4f at step %lld (lowest loss "
             "%.6f at step %lld)", t->n ? "\n" : "", ti.last_val_loss, tr->last_val_accuracy,
             (long long)ti.last_val_step, ti.lowest_val_loss, (long long)ti.lowest_val_step);
-    else if (ti.validations && nnt_trainer_has_accuracy(tr))   /* (a multi-label's) */
+    else if (ti.validations && nnt_trainer_multi_label(tr))
         add(t, "%svalidation: %s loss %.6f, label accuracy %.4f, exact match %.4f, micro F1 "
             "%.4f at step %lld (lowest loss %.6f at step %lld)", t->n ? "\n" : "",
             nnt_trainer_values_kind(tr), ti.last_val_loss, tr->last_val_accuracy,

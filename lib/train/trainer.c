@@ -172,12 +172,14 @@ static int classifier_prepare(nnt_trainer *tr, const char *fn, int64_t labels)
     return NNT_OK;
 }
 
-/* A classifier trained on values (regression, multi-label) trains on rows that carry them:
- * each text then a token that counts, its pooled position (nnt-tokenize --problem-type;
- * nnt_token_writer_write_example_values), as many values a row as it has labels. */
+int nnt_trainer_multi_label(const nnt_trainer *tr)
+{
+    return tr->values_k > 0 && tr->values_problem == NNT_PROBLEM_MULTI_LABEL;
+}
+
 int nnt_trainer_has_accuracy(const nnt_trainer *tr)
 {
-    return tr->labels > 0 || (tr->values_k > 0 && tr->values_problem == NNT_PROBLEM_MULTI_LABEL);
+    return tr->labels > 0 || nnt_trainer_multi_label(tr);
 }
 
 const char *nnt_trainer_values_kind(const nnt_trainer *tr)
@@ -185,6 +187,9 @@ const char *nnt_trainer_values_kind(const nnt_trainer *tr)
     return tr->values_problem == NNT_PROBLEM_REGRESSION ? "regression" : "multi-label";
 }
 
+/* A classifier trained on values (regression, multi-label) trains on rows that carry them:
+ * each text then a token that counts, its pooled position (nnt-tokenize --problem-type;
+ * nnt_token_writer_write_example_values), as many values a row as it has labels. */
 static int values_prepare(nnt_trainer *tr, const char *fn, const nnt_model_config *cfg)
 {
     tr->values_problem = cfg->problem_type;
@@ -427,9 +432,8 @@ static int start_log(nnt_trainer *tr, const char *name, const char *header, int 
 static const char *val_header(const nnt_trainer *tr)
 {
     if (tr->values_k)
-        return tr->values_problem == NNT_PROBLEM_MULTI_LABEL
-                   ? "step,val_loss,tokens,accuracy,exact_match,f1\n"
-                   : "step,val_loss,tokens,mae\n";
+        return nnt_trainer_multi_label(tr) ? "step,val_loss,tokens,accuracy,exact_match,f1\n"
+                                           : "step,val_loss,tokens,mae\n";
     return tr->labels ? "step,val_loss,tokens,accuracy\n" : "step,val_loss,tokens\n";
 }
 
@@ -873,7 +877,7 @@ typedef struct val_counts {
 static int count_values(nnt_trainer *tr, val_counts *c)
 {
     int64_t k = tr->values_k, n = tr->o.batch * k;
-    int multi = tr->values_problem == NNT_PROBLEM_MULTI_LABEL;
+    int multi = nnt_trainer_multi_label(tr);
     float *logits = malloc((size_t)n * sizeof *logits);
     if (!logits)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer_validate: out of memory");
@@ -897,7 +901,7 @@ static int count_values(nnt_trainer *tr, val_counts *c)
 static void report_counts(const nnt_trainer *tr, const val_counts *c, nnt_trainer_report *r)
 {
     int64_t positives = 2 * c->tp + c->fp + c->fn;
-    int multi = tr->values_k && tr->values_problem == NNT_PROBLEM_MULTI_LABEL;
+    int multi = nnt_trainer_multi_label(tr);
     r->examples = c->examples;
     r->accuracy = nnt_trainer_has_accuracy(tr) && c->labels ? (double)c->hits / (double)c->labels
                                                            : 0.0;
@@ -985,7 +989,7 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
         fprintf(tr->val_csv, "%lld,%.9g,%lld", (long long)step, r.loss, (long long)r.tokens);
         if (nnt_trainer_has_accuracy(tr))
             fprintf(tr->val_csv, ",%.9g", r.accuracy);
-        if (tr->values_k && tr->values_problem == NNT_PROBLEM_MULTI_LABEL)
+        if (nnt_trainer_multi_label(tr))
             fprintf(tr->val_csv, ",%.9g,%.9g", r.exact_match, r.f1);
         else if (tr->values_k)
             fprintf(tr->val_csv, ",%.9g", r.mae);

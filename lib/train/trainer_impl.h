@@ -164,6 +164,9 @@ double nnt_dpo_row_loss(const nnt_trainer_options *o, double lr, double kl, int 
 const char *nnt_dpo_kind(const nnt_trainer *tr);
 /* A classifier trained on values: "regression" or "multi-label" (the messages' name) */
 const char *nnt_trainer_values_kind(const nnt_trainer *tr);
+/* 1 for a multi-label classifier (trained on values in [0, 1], one a label): its
+ * validations report label accuracy, exact match and micro F1 */
+int nnt_trainer_multi_label(const nnt_trainer *tr);
 /* 1 when the trainer's validation reports an accuracy: a classifier of one label a text
  * (its largest logit), or a multi-label one (each label's probability above 0.5 when its
  * value is: the label accuracy) */
