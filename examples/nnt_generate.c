@@ -299,6 +299,15 @@ static int parse_id_list(const char *what, const char *s, int32_t **ids, size_t 
 /* --eos: none, the ids given, or (auto) the --load-hf directory's (nnt_model_hf_eos_ids; a
  * checkpoint's: the directory its run started from) that the vocabulary of V tokens has (as
  * transformers, which never meets the others); *ids malloc'd (NULL: none), *n of them. */
+/* The model's Hugging Face directory: --load-hf's, or the one a checkpoint was trained from;
+ * NULL for an llm.c file, a checkpoint of a preset or of a directory since moved. */
+static const char *model_hf_dir(const opts *o)
+{
+    const char *dir = o->load_hf ? o->load_hf : o->model_dir;
+    struct stat sb;
+    return dir && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) ? dir : NULL;
+}
+
 static int eos_ids(const opts *o, int64_t V, int32_t **ids, size_t *n)
 {
     *ids = NULL, *n = 0;
@@ -306,10 +315,9 @@ static int eos_ids(const opts *o, int64_t V, int32_t **ids, size_t *n)
         return 0;
     if (strcmp(o->eos, "auto"))
         return parse_id_list("--eos", o->eos, ids, n);
-    const char *dir = o->load_hf ? o->load_hf : o->model_dir;
-    struct stat sb;
-    if (!dir || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return 0;   /* an llm.c file, a checkpoint of a preset or of a directory since moved */
+    const char *dir = model_hf_dir(o);
+    if (!dir)
+        return 0;
     int64_t count = 0;
     int rc = nnt_model_hf_eos_ids(dir, NULL, 0, &count);
     *ids = rc == 0 && count > 0 ? malloc((size_t)count * sizeof **ids) : NULL;
@@ -337,28 +345,30 @@ static int was_given(const char *name)
  * said on standard error. 0, or 1 reported. */
 static int generation_defaults(opts *o)
 {
-    const char *dir = o->load_hf ? o->load_hf : o->model_dir;
-    struct stat sb;
-    if (o->generation_config != 0 || !dir || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return 0;
+    const char *dir = o->generation_config == 0 ? model_hf_dir(o) : NULL;
     nnt_sampling s = NNT_SAMPLING_INIT;
     unsigned found = 0;
-    int rc = nnt_model_hf_sampling(dir, &s, &found);
+    int rc = dir ? nnt_model_hf_sampling(dir, &s, &found) : 0;
     if (rc)
         return lib_error("--generation-config auto", rc);
-    char said[128] = "";
-    size_t n = 0;
-    if ((found & NNT_HF_SAMPLING_TEMPERATURE) && !was_given("temperature"))
-        n += (size_t)snprintf(said + n, sizeof said - n, ", temperature %g",
-                              o->temperature = s.temperature);
-    if ((found & NNT_HF_SAMPLING_TOP_K) && !was_given("top-k") && n < sizeof said)
-        n += (size_t)snprintf(said + n, sizeof said - n, ", top_k %lld",
-                              (long long)(o->top_k = s.top_k));
-    if ((found & NNT_HF_SAMPLING_TOP_P) && !was_given("top-p") && n < sizeof said)
-        n += (size_t)snprintf(said + n, sizeof said - n, ", top_p %g", o->top_p = s.top_p);
+    char said[128] = "";   /* what is taken (three short items at most) */
+    int n = 0;
+    if ((found & NNT_HF_SAMPLING_TEMPERATURE) && !was_given("temperature")) {
+        o->temperature = s.temperature;
+        n += snprintf(said + n, sizeof said - (size_t)n, "temperature %g", s.temperature);
+    }
+    if ((found & NNT_HF_SAMPLING_TOP_K) && !was_given("top-k")) {
+        o->top_k = s.top_k;
+        n += snprintf(said + n, sizeof said - (size_t)n, "%stop_k %lld", n ? ", " : "",
+                      (long long)s.top_k);
+    }
+    if ((found & NNT_HF_SAMPLING_TOP_P) && !was_given("top-p")) {
+        o->top_p = s.top_p;
+        n += snprintf(said + n, sizeof said - (size_t)n, "%stop_p %g", n ? ", " : "", s.top_p);
+    }
     if (n)
         fprintf(stderr, "nnt-generate: sampling with %s from %s/generation_config.json "
-                "(--generation-config none: without)\n", said + 2, dir);
+                "(--generation-config none: without)\n", said, dir);
     return 0;
 }
 

@@ -502,7 +502,7 @@ jsonl_pad_id_ignored|examples/tokenize_jsonl.c|s@    if (o->pad_id >= 0)@    if 
 gen_top_p_dropped|examples/nnt_generate.c|s@    s.top_p = o->top_p;@    s.top_p = 1.0;@|nnt-generate --top-p not passed to the sampler
 train_qk_norm_dropped|examples/nnt_train.c|s@    if (o->qk_norm) c.qk_norm = 1;@    if (0) c.qk_norm = 1;@|nnt-train --qk-norm: the fresh model made without q/k norms
 hf_sampling_top_p_as_k|lib/models/config_json.c|s@        s->temperature = temperature, s->top_k = top_k, s->top_p = top_p;@        s->temperature = temperature, s->top_k = top_k, s->top_p = s->top_p;@|nnt_model_hf_sampling: the file top_p not written
-gen_config_over_given|examples/nnt_generate.c|s@    if ((found \& NNT_HF_SAMPLING_TOP_K) \&\& !was_given("top-k") \&\& n < sizeof said)@    if ((found \& NNT_HF_SAMPLING_TOP_K) \&\& n < sizeof said)@|nnt-generate --generation-config auto: the file top_k over the one given on the command line
+gen_config_over_given|examples/nnt_generate.c|s@    if ((found \& NNT_HF_SAMPLING_TOP_K) \&\& !was_given("top-k")) {@    if (found \& NNT_HF_SAMPLING_TOP_K) {@|nnt-generate --generation-config auto: the file top_k over the one given on the command line
 tokenize_pad_id_ignored|examples/nnt_tokenize.c|s@                    o->unpaired, o->pad_id};@                    o->unpaired, -1};@|nnt-tokenize --pad-id: the rows padded with the tokenizer pad
 '
 

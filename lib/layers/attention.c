@@ -374,11 +374,12 @@ int gl_attention_expand_cache(nnt_layer *l, int64_t nseq, const int64_t *src)
     attention *a = l->impl;
     if (!a->cache[0])
         return NNT_OK;
+    int64_t prompts = a->cache[0]->shape[0];
     for (int64_t r = 0; r < nseq; r++)
-        if ((src ? src[r] : 0) < 0 || (src ? src[r] : 0) >= a->cache[0]->shape[0])
+        if (src && (src[r] < 0 || src[r] >= prompts))
             return nnt_fail(l->ctx, NNT_E_STATE, "generation: sequence %lld continues prompt "
                             "%lld of key/value caches of %lld", (long long)r,
-                            (long long)(src ? src[r] : 0), (long long)a->cache[0]->shape[0]);
+                            (long long)src[r], (long long)prompts);
     for (int i = 0; i < 2; i++) {
         nnt_tensor *many = NULL, *spare = NULL;   // (nseq, NKV, rows, hd)
         int rc = batch_like(l, a->cache[i], nseq, &many);

@@ -1407,12 +1407,17 @@ NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *fo
         rc = nnt_cfg_int(o, "top_k", 0, top_k, &top_k);
     if (rc == 0)
         rc = nnt_cfg_double(o, "top_p", 0, top_p, &top_p);
-    if (rc == 0 && (temperature < 0 || !(top_p > 0 && top_p <= 1) || top_k > INT32_MAX))
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s: %s %g is out of range (%s)", fn, path,
-                      temperature < 0 ? "temperature" : top_k > INT32_MAX ? "top_k" : "top_p",
-                      temperature < 0 ? temperature : top_k > INT32_MAX ? (double)top_k : top_p,
-                      temperature < 0 ? "0 or more" : top_k > INT32_MAX ? "below 2^31"
-                                                                         : "above 0, up to 1");
+    const struct {
+        const char *key, *range;
+        double value;
+        int ok;
+    } checks[3] = {{"temperature", "0 or more", temperature, temperature >= 0},
+                   {"top_k", "below 2^31", (double)top_k, top_k <= INT32_MAX},
+                   {"top_p", "above 0, up to 1", top_p, top_p > 0 && top_p <= 1}};
+    for (int i = 0; rc == 0 && i < 3; i++)
+        if (!checks[i].ok)
+            rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s: %s %g is out of range (%s)", fn, path,
+                          checks[i].key, checks[i].value, checks[i].range);
     if (rc == 0) {
         *found = (nnt_cfg_has(o, "temperature") ? NNT_HF_SAMPLING_TEMPERATURE : 0u) |
                  (nnt_cfg_has(o, "top_k") ? NNT_HF_SAMPLING_TOP_K : 0u) |
