@@ -39,6 +39,7 @@ typedef struct trainer {
     int cfg_resumed;              /* cfg is the --resume checkpoint's                      */
     char *resume_saved;           /* the checkpoint's options string when nnt-train's      */
     char resumed_names[2048];     /* those that changed a value, for the summary           */
+    char resume_out[4096];        /* --resume without --out: the checkpoint's directory    */
     nnt_trainer_info ti;          /* its state after setup, during and after the run      */
     int64_t nonfinite, done;      /* non-finite step; steps before this run                */
     int ncpus, ncuda, live, line_open, mpi, rank, nranks;
@@ -407,6 +408,15 @@ static int resume_options(trainer *t)
     if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
         t->resume_saved = strdup(st.options);   /* (NULL, out of memory: as not recorded) */
     nnt_train_state_clear(&st);
+    if (!train_opts_given(o, "out")) {   /* continue where the run's logs are */
+        snprintf(t->resume_out, sizeof t->resume_out, "%s", o->resume);
+        char *slash = strrchr(t->resume_out, '/');
+        if (!slash)
+            snprintf(t->resume_out, sizeof t->resume_out, ".");
+        else
+            slash[slash == t->resume_out] = '\0';   /* ("/x": "/") */
+        o->out_dir = t->resume_out;
+    }
     return train_opts_restore(o, t->resume_saved, t->resumed_names, sizeof t->resumed_names);
 }
 

@@ -23,7 +23,8 @@ enum { RES = 1, DATA = 2, TOK = 4, OPEN = CLI_OPEN_MAX };
 static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NULL};
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
-static const char *const schedules[] = {"constant", "cosine", NULL};
+static const char *const schedules[] = {"constant", "cosine", "linear", "wsd", NULL};
+static const char *const decay_shapes[] = {"linear", "cosine", "1-sqrt", NULL};   /* nnt_decay_shape */
 static const char *const off_on[] = {"off", "on", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 /* = nnt_distribution */
@@ -133,10 +134,16 @@ static const cli_option table[] = {
     OPT_CHOICE("update-in-backward", loop.update_in_backward, off_on, NULL, 0, "W", "off|on: "
                "update each parameter during the backward (default: on with\n--grad-clip 0)"),
     OPT_CHOICE("schedule", optim.schedule, schedules, "cosine", RES, "S",
-               "constant|cosine (default cosine)"),
+               "constant|cosine|linear|wsd: the learning rate after the\nwarmup (default "
+               "cosine; wsd: warmup, stable, decay)"),
     OPT_INT("warmup", optim.warmup_steps, 0, BIG, "-1", RES, "N",
             "linear warmup steps (default steps/20)"),
-    OPT_REAL("min-lr", optim.min_lr, 0, 1e6, "-1", RES, "X", "cosine floor (default lr/10)"),
+    OPT_INT("decay-steps", optim.decay_steps, 1, BIG, NULL, RES, "N",
+            "wsd: the last N steps decay (default steps/10)"),
+    OPT_CHOICE("decay-shape", optim.decay_shape, decay_shapes, "linear", RES, "D",
+               "wsd: linear|cosine|1-sqrt decay (default linear)"),
+    OPT_REAL("min-lr", optim.min_lr, 0, 1e6, "-1", RES, "X",
+             "where the schedule decays to (default lr/10)"),
     OPT_INT("seed", loop.seed, 0, BIG, "1", RES, "S",
             "initialisation and sampling seed (default 1)"),
     OPT_CHOICE("precision", run.precision, precisions, "fp32", RES, "P",
@@ -238,7 +245,8 @@ static const cli_option table[] = {
              "rank, more bytes sent; ZeRO-3 / FSDP full sharding)"),
     OPT_GROUP("Output:"),
     OPT_STR("out", out_dir, TRAIN_DEFAULT_OUT, 0, "DIR",
-            "output directory (default ./" TRAIN_DEFAULT_OUT ")"),
+            "output directory (default ./" TRAIN_DEFAULT_OUT "; with\n--resume, the "
+            "checkpoint's)"),
     OPT_STR("save", save, NULL, 0, "FILE", "checkpoint (default OUT/checkpoint.safetensors)"),
     OPT_FLAG("overwrite", overwrite, 0, "replace the files of a previous run in OUT (default: "
              "when\nOUT holds another run's checkpoint, or --save's file "
@@ -591,11 +599,16 @@ int train_opts_resolve(train_opts *o)
         return train_usage_error("--save-best keeps the state of the lowest validation loss: "
                                  "give --val-data or --val-split%s",
                                  l->steps == 0 ? ", and steps to train" : "");
-    if (l->steps > 0 && o->optim.schedule == NNT_SCHEDULE_COSINE &&
+    if (l->steps > 0 && o->optim.schedule != NNT_SCHEDULE_CONSTANT &&
         o->optim.warmup_steps >= l->steps)
-        return train_usage_error("--warmup %lld must be below --steps %lld with the cosine "
+        return train_usage_error("--warmup %lld must be below --steps %lld with the %s "
                                  "schedule", (long long)o->optim.warmup_steps,
-                                 (long long)l->steps);
+                                 (long long)l->steps, schedules[o->optim.schedule]);
+    if (l->steps > 0 && o->optim.schedule == NNT_SCHEDULE_WSD &&
+        o->optim.decay_steps > l->steps - o->optim.warmup_steps)
+        return train_usage_error("--decay-steps %lld: the wsd schedule decays after the warmup "
+                                 "(%lld steps of --steps %lld)", (long long)o->optim.decay_steps,
+                                 (long long)o->optim.warmup_steps, (long long)l->steps);
     if (l->update_in_backward == 1 && o->optim.grad_clip > 0)
         return train_usage_error("--update-in-backward on needs --grad-clip 0 (clipping needs "
                                  "every gradient before the first update)");

@@ -1029,8 +1029,21 @@ typedef enum nnt_optim_kind {
 
 typedef enum nnt_schedule {
     NNT_SCHEDULE_CONSTANT = 0,    /* lr (after warmup)                                       */
-    NNT_SCHEDULE_COSINE = 1       /* after warmup, cosine from lr to min_lr at total_steps   */
+    NNT_SCHEDULE_COSINE = 1,      /* after warmup, cosine from lr to min_lr at total_steps   */
+    NNT_SCHEDULE_LINEAR = 2,      /* after warmup, a line from lr to min_lr at total_steps
+                                     (transformers' "linear" with min_lr 0; new in 0.4)      */
+    NNT_SCHEDULE_WSD = 3          /* warmup, stable at lr, then the last decay_steps before
+                                     total_steps decay to min_lr in the decay_shape
+                                     ("warmup_stable_decay"; new in 0.4)                     */
 } nnt_schedule;
+
+/* The decay of NNT_SCHEDULE_WSD over its decay_steps, with p its progress in (0, 1]
+ * (new in 0.4): lr from min_lr + (lr - min_lr) * f(p). */
+typedef enum nnt_decay_shape {
+    NNT_DECAY_LINEAR = 0,         /* f = 1 - p                                               */
+    NNT_DECAY_COSINE = 1,         /* f = (1 + cos(pi p)) / 2                                 */
+    NNT_DECAY_SQRT = 2            /* f = 1 - sqrt(p) ("1-sqrt", Hagele et al. 2024)          */
+} nnt_decay_shape;
 
 typedef struct nnt_optim_options {
     size_t size;                 /* sizeof(nnt_optim_options), set by the init macro         */
@@ -1042,15 +1055,19 @@ typedef struct nnt_optim_options {
     double grad_clip;            /* > 0: clip the global L2 norm of all gradients to this    */
     nnt_schedule schedule;
     int64_t warmup_steps;        /* linear warmup: lr * s / warmup_steps for steps s <= it   */
-    int64_t total_steps;         /* cosine: steps until min_lr (then min_lr)                 */
+    int64_t total_steps;         /* cosine, linear, WSD: steps until min_lr (then min_lr)    */
     double min_lr;
     int64_t accum_steps;         /* >= 1: gradients hold the sum over this many micro-batch
                                     backwards and are divided by it before clipping          */
+    /* new in 0.4 */
+    int64_t decay_steps;         /* WSD: the steps of the decay, ending at total_steps
+                                    (>= 1, <= total_steps - warmup_steps)                    */
+    nnt_decay_shape decay_shape; /* WSD: the decay's shape (default NNT_DECAY_LINEAR)        */
 } nnt_optim_options;
 
 #define NNT_OPTIM_OPTIONS_INIT \
     { sizeof(nnt_optim_options), NNT_OPTIM_ADAMW, 3e-4, 0.9, 0.999, 1e-8, 0.0, 0.0, 0.0, \
-      NNT_SCHEDULE_CONSTANT, 0, 0, 0.0, 1 }
+      NNT_SCHEDULE_CONSTANT, 0, 0, 0.0, 1, 0, NNT_DECAY_LINEAR }
 
 NNT_API int nnt_optim_create(nnt_ctx *ctx, const nnt_optim_options *opts, nnt_optim **out);
 NNT_API void nnt_optim_destroy(nnt_optim *opt);
@@ -2428,7 +2445,8 @@ typedef struct nnt_run_config {
     /* the optimizer (NULL: NNT_OPTIM_OPTIONS_INIT): total_steps and accum_steps are the
      * trainer's steps and accum, the schedule constant with steps 0; lr < 0: 3e-4 for weights
      * of a source, else by the model's N parameters 3e-3 (N < 10M), 6e-4 (N < 200M) or
-     * 3e-4; min_lr < 0: lr / 10 */
+     * 3e-4; min_lr < 0: lr / 10; the WSD schedule's decay_steps 0: a tenth of the steps
+     * (rounded up) */
     const nnt_optim_options *optim;
     /* new in 0.4 (a size without it, as 0.3 set, gets its default) */
     int freeze_mode;              /* how freeze, load_peft and lora freeze (nnt_freeze_mode):

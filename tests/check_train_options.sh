@@ -24,6 +24,14 @@
 #   --momentum      SGD with momentum 0.9: steps 1 and 2 as without (its buffer starts as
 #                   the gradient: the first update is plain SGD's, and step 2's loss is
 #                   computed before the second), step 3 not; the summary names it;
+#   --schedule linear|wsd, --decay-steps, --decay-shape
+#                   train.csv's lr column is the schedule's closed form at every step (a
+#                   linear decay to 0; warmup, stable, a cosine decay over the last 4 steps
+#                   to --min-lr), the summary names it; a WSD run stopped at the end of its
+#                   stable phase and resumed with more --steps decays over the last 4 of the
+#                   new end (decay steps and shape from the checkpoint), its logs in the
+#                   checkpoint's directory (--resume without --out); a decay longer than
+#                   the steps after the warmup is refused, named;
 #   --quiet         nothing on stdout or stderr when all goes well (the --print-loss lines
 #                   still on stdout), not even the library's warnings (--mem-gpu without a
 #                   GPU, which warns otherwise), the error when not.
@@ -163,6 +171,48 @@ if [ -n "$(step_loss 3 sgd_plain)" ] && [ "$(step_loss 1 sgd_plain)" = "$(step_l
 else
     fail "--momentum: $(tr '\n' ' ' < "$tmp/sgd_plain.out") / $(tr '\n' ' ' < "$tmp/sgd_momentum.out"); $(grep -i optim "$tmp/sgd_momentum.err")"
 fi
+
+# ---- --schedule linear and wsd, --decay-steps, --decay-shape ---------------------------------------
+# lr_check NAME OUT AWK: OUT/train.csv's lr at each step s equals AWK's expression of s (lr
+# printed with 9 significant digits: 1e-8 relative).
+lr_check() {
+    bad=$(awk -F, -v what="$1" 'NR > 1 { s = $1; want = '"$3"';
+              if ($3 - want > 1e-8 * want || want - $3 > 1e-8 * want)
+                  printf "%s: step %d lr %s, want %.9g; ", what, s, $3, want }' "$2/train.csv")
+    n=$(($(wc -l < "$2/train.csv") - 1))
+    if [ -z "$bad" ] && [ "$n" -gt 0 ]; then
+        echo "ok: $1: the lr of $n steps: $(awk -F, 'NR > 1 { printf "%s ", $3 }' "$2/train.csv")"
+    else
+        fail "$1: ${bad:-no steps}"
+    fi
+}
+sched="$gpt --batch 2 --seq 16 --cpus 2 --sample 0 --data $tmp/tok.bin --lr 1e-3"
+# shellcheck disable=SC2086 # the options are words
+run_ok linear $sched --steps 6 --warmup 1 --schedule linear --min-lr 0 --out "$tmp/s1"
+lr_check "--schedule linear (to 0 at step 6)" "$tmp/s1" 's <= 1 ? 1e-3 : 1e-3 * (6 - s) / 5'
+wsd="$sched --warmup 2 --schedule wsd --decay-steps 4 --decay-shape cosine --min-lr 1e-4"
+# (stable to step 6, then 1e-4 + 9e-4 (1 + cos(pi (s - 6) / 4)) / 2)
+cos_decay() { echo "s <= 2 ? 5e-4 * s : s <= $1 ? 1e-3 : s >= $1 + 4 ? 1e-4 :
+                    1e-4 + 4.5e-4 * (1 + cos(3.14159265358979 * (s - $1) / 4))"; }
+# shellcheck disable=SC2086
+run_ok wsd $wsd --steps 10 --out "$tmp/s2"
+lr_check "--schedule wsd --decay-steps 4 --decay-shape cosine" "$tmp/s2" "$(cos_decay 6)"
+grep -q "wsd schedule, warmup 2, the last 4 steps' decay cosine, min 0.0001" "$tmp/wsd.out" &&
+    echo "ok: --schedule wsd: the summary names it" ||
+    fail "--schedule wsd: the summary: $(grep -i optimizer "$tmp/wsd.out")"
+# stopped at the end of the stable phase, resumed with 4 more steps: the decay moves to 11-14
+# shellcheck disable=SC2086
+run_ok wsd_stop $wsd --steps 10 --stop-after 6 --out "$tmp/s3"
+abs_prog="$(cd "$top_builddir" && pwd)/nnt-train"   # (run from $tmp: where no --out would go)
+(cd "$tmp" && "$abs_prog" --resume "$tmp/s3/checkpoint.safetensors" --steps 14 \
+    > wsd_more.out 2> wsd_more.err) ||
+    { fail "wsd_more: exit status $?"; tail -n 5 "$tmp/wsd_more.err"; }
+lr_check "--schedule wsd resumed with --steps 14 from step 6, into its directory" "$tmp/s3" \
+    "$(cos_decay 10)"
+[ ! -e "$tmp/nnt-train-out" ] || fail "--resume without --out wrote $tmp/nnt-train-out"
+# shellcheck disable=SC2086
+expect_error decay_too_long "decay-steps 9" $sched --steps 10 --warmup 2 --schedule wsd \
+    --decay-steps 9 --out "$tmp/s4"
 
 # ---- --quiet ---------------------------------------------------------------------------------------
 run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \

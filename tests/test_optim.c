@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <unistd.h>
 
 /* The larger of two errors; a NaN, once seen, stays (so that the check fails). */
@@ -417,6 +418,61 @@ START_TEST(schedule_matches_closed_form)
 }
 END_TEST
 
+/* The learning rates of transformers' schedules (tests/fixtures/schedules/hf_lr.txt, from
+ * tests/gen_schedule_fixtures.py: linear, cosine with min_lr, warmup-stable-decay with each
+ * decay shape) at nnt's update s, their scheduler's rate after s steps. Measured at most
+ * 4.9e-16 relative (a double rounding or two: the order of the products differs); the
+ * warmup of nnt's WSD from 0, transformers' from min_lr: those steps against lr s / warmup. */
+START_TEST(schedules_match_transformers)
+{
+    char path[4200];
+    const char *top = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/tests/fixtures/schedules/hf_lr.txt", top ? top : ".");
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: cannot open", path);
+    char line[256], name[64];
+    int cases = 0;
+    double worst = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "case ", 5) != 0)
+            continue;
+        nnt_optim_options o = NNT_OPTIM_OPTIONS_INIT;
+        int sched = 0, shape = 0;
+        long long warmup = 0, total = 0, decay = 0, from = 0, count = 0;
+        ck_assert_int_eq(sscanf(line, "case %63s %d %d %lf %lf %lld %lld %lld %lld %lld", name,
+                                &sched, &shape, &o.lr, &o.min_lr, &warmup, &total, &decay,
+                                &from, &count), 10);
+        o.schedule = (nnt_schedule)sched, o.decay_shape = (nnt_decay_shape)shape;
+        o.warmup_steps = warmup, o.total_steps = total, o.decay_steps = decay;
+        nnt_optim *opt = NULL;
+        EXPECT_OK(nnt_optim_create(ctx, &o, &opt));
+        double lr = 0;
+        for (long long s = 1; s < from; s++) {   /* nnt's warmup where transformers' differs */
+            EXPECT_OK(nnt_optim_lr_at(opt, s, &lr));
+            EXPECT_TOL(fabs(lr - o.lr * (double)s / (double)warmup), LR_TOL * o.lr,
+                       "%s: lr at warmup step %lld: %.17g", name, s, lr);
+        }
+        for (long long i = 0; i < count; i++) {
+            long long step = 0;
+            double want = 0;
+            ck_assert_msg(fgets(line, sizeof line, f) && sscanf(line, "%lld %lf", &step,
+                                                                 &want) == 2,
+                          "%s: %s: step %lld missing", path, name, from + i);
+            EXPECT_OK(nnt_optim_lr_at(opt, step, &lr));
+            double err = fabs(lr - want) / (want > 0 ? want : o.lr);
+            worst = err > worst ? err : worst;
+            EXPECT_TOL(err, LR_TOL, "%s: lr at step %lld: %.17g, transformers %.17g", name,
+                       step, lr, want);
+        }
+        nnt_optim_destroy(opt);
+        cases++;
+    }
+    fclose(f);
+    ck_assert_int_eq(cases, 7);
+    printf("schedules: 7 cases, largest relative difference %.3g\n", worst);
+}
+END_TEST
+
 /* A linear layer's parameters come with their names and decay flags: with zero gradients
  * AdamW only decays, so the weight shrinks by (1 - lr wd) and the bias stays. */
 START_TEST(add_layer_takes_names_and_decay_flags)
@@ -735,6 +791,22 @@ START_TEST(bad_options_are_rejected)
     expect_bad_options(o, "total_steps");
     o = d, o.schedule = NNT_SCHEDULE_COSINE, o.total_steps = 10, o.min_lr = 1;
     expect_bad_options(o, "min_lr");
+    o = d, o.schedule = NNT_SCHEDULE_LINEAR, o.total_steps = 10, o.min_lr = 1;
+    expect_bad_options(o, "the linear schedule needs min_lr");
+    o = d, o.schedule = NNT_SCHEDULE_WSD, o.warmup_steps = 3, o.total_steps = 10;
+    expect_bad_options(o, "decay_steps (0)");   /* none: a WSD without its decay */
+    o.decay_steps = 8;   /* past the warmup */
+    expect_bad_options(o, "decay_steps (8) <= total_steps - warmup_steps (10 - 3)");
+    o.decay_steps = 7, o.decay_shape = (nnt_decay_shape)3;
+    expect_bad_options(o, "decay_shape = 3");
+    o = d, o.decay_steps = -1;
+    expect_bad_options(o, "decay_steps = -1");
+    o = d, o.size = offsetof(nnt_optim_options, decay_shape);   /* neither 0.3's nor 0.4's */
+    expect_bad_options(o, "options size");
+    nnt_optim *old = NULL;   /* 0.3's size: the fields after it keep their defaults */
+    o = d, o.size = offsetof(nnt_optim_options, decay_steps), o.decay_shape = (nnt_decay_shape)9;
+    EXPECT_OK(nnt_optim_create(ctx, &o, &old));
+    nnt_optim_destroy(old);
     nnt_optim *opt = NULL;
     EXPECT_FAIL_MSG(nnt_optim_create(ctx, &d, NULL), NNT_E_INVAL, "nnt_optim_create");
     EXPECT_OK(nnt_optim_create(ctx, NULL, &opt));   /* NULL options: the defaults */
@@ -818,6 +890,7 @@ static Suite *optim_suite(void)
     tcase_add_loop_test(tc, optimizer_matches_reference, 0, 6);
     tcase_add_test(tc, accumulation_equals_mean);
     tcase_add_test(tc, schedule_matches_closed_form);
+    tcase_add_test(tc, schedules_match_transformers);
     tcase_add_test(tc, add_layer_takes_names_and_decay_flags);
     tcase_add_loop_test(tc, save_load_resumes_bit_identical, 0, 4);
     tcase_add_test(tc, corrupt_files_are_rejected_untouched);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* nnt_optim: AdamW, Adam (L2) and SGD with momentum over a set of named parameters, with
- * gradient accumulation, global-norm clipping and warmup + constant / cosine schedules.
+ * gradient accumulation, global-norm clipping and warmup + constant / cosine / linear /
+ * warmup-stable-decay schedules.
  *
  * One update (nnt_optim_step):
  *   step += 1;  lr = schedule(step)
@@ -18,6 +19,7 @@
 #include "../io/io.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,8 @@
 static int read_options(const char *fn, const nnt_optim_options *user, nnt_optim_options *o)
 {
     static const nnt_optim_options defaults = NNT_OPTIM_OPTIONS_INIT;
-    return nnt_read_options(fn, user, &defaults, o, sizeof *o, 0,
+    return nnt_read_options(fn, user, &defaults, o, sizeof *o,
+                            offsetof(nnt_optim_options, decay_steps),   /* 0.3's size */
                             "initialise them with NNT_OPTIM_OPTIONS_INIT");
 }
 
@@ -49,25 +52,43 @@ static int check_real_options(const char *fn, const nnt_optim_options *o)
     return rc;
 }
 
+static int check_decay(const char *fn, const nnt_optim_options *o)
+{
+    if (o->decay_shape != NNT_DECAY_LINEAR && o->decay_shape != NNT_DECAY_COSINE &&
+        o->decay_shape != NNT_DECAY_SQRT)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: decay_shape = %d is not an nnt_decay_shape", fn,
+                        (int)o->decay_shape);
+    if (o->schedule != NNT_SCHEDULE_WSD)
+        return NNT_OK;
+    if (o->decay_steps < 1 || o->decay_steps > o->total_steps - o->warmup_steps)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: the WSD schedule needs 1 <= decay_steps (%lld) "
+                        "<= total_steps - warmup_steps (%lld - %lld)", fn,
+                        (long long)o->decay_steps, (long long)o->total_steps,
+                        (long long)o->warmup_steps);
+    return NNT_OK;
+}
+
 static int check_schedule(const char *fn, const nnt_optim_options *o)
 {
-    if (o->schedule != NNT_SCHEDULE_CONSTANT && o->schedule != NNT_SCHEDULE_COSINE)
+    if (o->schedule != NNT_SCHEDULE_CONSTANT && o->schedule != NNT_SCHEDULE_COSINE &&
+        o->schedule != NNT_SCHEDULE_LINEAR && o->schedule != NNT_SCHEDULE_WSD)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: schedule = %d is not an nnt_schedule", fn,
                         (int)o->schedule);
-    if (o->warmup_steps < 0 || o->total_steps < 0)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: warmup_steps = %lld and total_steps = %lld "
-                        "must be >= 0", fn, (long long)o->warmup_steps,
-                        (long long)o->total_steps);
-    if (o->schedule != NNT_SCHEDULE_COSINE)
-        return NNT_OK;
+    if (o->warmup_steps < 0 || o->total_steps < 0 || o->decay_steps < 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: warmup_steps = %lld, total_steps = %lld and "
+                        "decay_steps = %lld must be >= 0", fn, (long long)o->warmup_steps,
+                        (long long)o->total_steps, (long long)o->decay_steps);
+    if (o->schedule == NNT_SCHEDULE_CONSTANT)
+        return check_decay(fn, o);
+    const char *name = nnt_schedule_name(o->schedule);
     if (o->total_steps <= o->warmup_steps)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: the cosine schedule needs total_steps (%lld) > "
-                        "warmup_steps (%lld)", fn, (long long)o->total_steps,
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: the %s schedule needs total_steps (%lld) > "
+                        "warmup_steps (%lld)", fn, name, (long long)o->total_steps,
                         (long long)o->warmup_steps);
     if (o->min_lr > o->lr)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: the cosine schedule needs min_lr (%g) <= lr "
-                        "(%g)", fn, o->min_lr, o->lr);
-    return NNT_OK;
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: the %s schedule needs min_lr (%g) <= lr (%g)",
+                        fn, name, o->min_lr, o->lr);
+    return check_decay(fn, o);
 }
 
 static int check_options(const char *fn, const nnt_optim_options *o)
@@ -120,8 +141,53 @@ const char *nnt_optim_kind_name(nnt_optim_kind kind)
     return "?";
 }
 
+const char *nnt_schedule_name(nnt_schedule s)
+{
+    switch (s) {
+    case NNT_SCHEDULE_CONSTANT:
+        return "constant";
+    case NNT_SCHEDULE_COSINE:
+        return "cosine";
+    case NNT_SCHEDULE_LINEAR:
+        return "linear";
+    case NNT_SCHEDULE_WSD:
+        return "wsd";
+    }
+    return "?";
+}
+
+const char *nnt_decay_shape_name(nnt_decay_shape d)
+{
+    switch (d) {
+    case NNT_DECAY_LINEAR:
+        return "linear";
+    case NNT_DECAY_COSINE:
+        return "cosine";
+    case NNT_DECAY_SQRT:
+        return "1-sqrt";
+    }
+    return "?";
+}
+
+/* The share f(p) of lr - min_lr left after done of a decay's span steps, p = done / span in
+ * (0, 1); the linear one as (span - done) / span, exact where 1 - p would cancel. */
+static double decay_factor(nnt_decay_shape shape, int64_t done, int64_t span)
+{
+    double p = (double)done / (double)span;
+    switch (shape) {
+    case NNT_DECAY_COSINE:
+        return 0.5 * (1.0 + cos(PI * p));
+    case NNT_DECAY_SQRT:
+        return 1.0 - sqrt(p);
+    case NNT_DECAY_LINEAR:
+        break;
+    }
+    return (double)(span - done) / (double)span;
+}
+
 /* Linear warmup to lr over warmup_steps (lr * s / warmup for s <= warmup), then lr
- * (constant) or a half cosine from lr down to min_lr reached at total_steps. */
+ * (constant), or a decay from lr down to min_lr reached at total_steps: over every step
+ * after the warmup (cosine, linear) or over the last decay_steps (WSD, lr until then). */
 double nnt_optim_schedule(const nnt_optim_options *o, int64_t step)
 {
     if (step <= o->warmup_steps)
@@ -130,9 +196,16 @@ double nnt_optim_schedule(const nnt_optim_options *o, int64_t step)
         return o->lr;
     if (step >= o->total_steps)
         return o->min_lr;
-    double progress = (double)(step - o->warmup_steps) /
-                      (double)(o->total_steps - o->warmup_steps);   // in (0, 1)
-    return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(PI * progress));
+    int64_t start = o->warmup_steps;   /* the decay's step 0 */
+    nnt_decay_shape shape = o->schedule == NNT_SCHEDULE_COSINE ? NNT_DECAY_COSINE
+                                                               : NNT_DECAY_LINEAR;
+    if (o->schedule == NNT_SCHEDULE_WSD) {
+        start = o->total_steps - o->decay_steps, shape = o->decay_shape;
+        if (step <= start)
+            return o->lr;   /* stable */
+    }
+    return o->min_lr +
+           (o->lr - o->min_lr) * decay_factor(shape, step - start, o->total_steps - start);
 }
 
 /* ---- create, destroy ----------------------------------------------------------------- */

@@ -59,6 +59,10 @@ int nnt_optim_nstate(const nnt_optim_options *opts);
  * "sgd_momentum"; and of the optimizer kind: "adamw", "adam", "sgd". */
 const char *nnt_optim_state_prefix(const nnt_optim_options *opts, int i);
 const char *nnt_optim_kind_name(nnt_optim_kind kind);
+/* The names nnt-train and the training record give them: "constant", "cosine", "linear",
+ * "wsd"; "linear", "cosine", "1-sqrt". */
+const char *nnt_schedule_name(nnt_schedule s);
+const char *nnt_decay_shape_name(nnt_decay_shape d);
 /* The schedule's learning rate at update number step >= 1 (no checks). */
 double nnt_optim_schedule(const nnt_optim_options *opts, int64_t step);
 /* Fill the Adam moments of p with zeros if they hold nothing yet (SGD: nothing to do). */

@@ -20,11 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *schedule_name(nnt_schedule s)
-{
-    return s == NNT_SCHEDULE_COSINE ? "cosine" : "constant";
-}
-
 /* The checksum of the frozen parameters, in the model's order, of one kind:
  *  NNT_BASE_SUM_WORDS ("base_checksum2", what checkpoints record): FNV-1a 64 over each one's
  *    name (with its NUL) and the 8 little-endian bytes of nnt_hash_words of its elements as
@@ -84,7 +79,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     const nnt_trainer_options *o = &tr->o;
     const nnt_optim_options *oo = &tr->opt->opts;
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    char best[40] = "", base[96] = "";
+    char best[40] = "", base[96] = "", decay[80] = "";
     uint64_t sum = 0;
     *out = NULL;
     NNT_TRY(nnt_model_config_of(tr->model, &c));
@@ -107,6 +102,9 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
         free(dpo);
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: out of memory");
     }
+    if (oo->schedule == NNT_SCHEDULE_WSD)
+        snprintf(decay, sizeof decay, ", \"decay_steps\": %lld, \"decay_shape\": \"%s\"",
+                 (long long)oo->decay_steps, nnt_decay_shape_name(oo->decay_shape));
     if (o->best_checkpoint && tr->best_val < HUGE_VAL)
         snprintf(best, sizeof best, ", \"best_val\": %.17g", tr->best_val);
     snprintf(s, cap,
@@ -117,7 +115,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              "\"steps\": %lld, \"seed\": %lld, \"optim\": \"%s\", \"lr\": %.17g, "
              "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
              "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
-             "\"warmup\": %lld, \"min_lr\": %.17g, \"held_out\": %lld, \"shuffle\": %d, "
+             "\"warmup\": %lld%s, \"min_lr\": %.17g, \"held_out\": %lld, \"shuffle\": %d, "
              "\"val_every\": %lld, \"save_every\": %lld, \"save_best\": %d%s%s%s%s%s}",
              o->program, (long long)step, c.family, (long long)c.vocab, (long long)c.max_seq,
              (long long)c.layers, (long long)c.heads, (long long)c.kv_heads,
@@ -125,7 +123,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              (long long)o->batch, (long long)o->seq, (long long)o->accum, (long long)o->steps,
              (long long)o->seed, nnt_optim_kind_name(oo->kind), oo->lr, oo->beta1, oo->beta2,
              oo->eps, oo->weight_decay, oo->momentum, oo->grad_clip,
-             schedule_name(oo->schedule), (long long)oo->warmup_steps, oo->min_lr,
+             nnt_schedule_name(oo->schedule), (long long)oo->warmup_steps, decay, oo->min_lr,
              (long long)tr->held_out, o->shuffle, (long long)o->val_every,
              (long long)o->save_every, o->best_checkpoint != NULL, best, base, dpo ? dpo : "",
              o->extra_options && *o->extra_options ? ", " : "",

@@ -354,6 +354,8 @@ static int open_optimizer(run_parts *p)
     /* validation only (steps 0): no step, no schedule to end */
     oo.schedule = o->steps ? oo.schedule : NNT_SCHEDULE_CONSTANT;
     oo.total_steps = o->steps, oo.accum_steps = o->accum;
+    if (oo.schedule == NNT_SCHEDULE_WSD && oo.decay_steps == 0)   /* a tenth of the run */
+        oo.decay_steps = (o->steps + 9) / 10;
     if ((rc = nnt_optim_create(p->ctx, &oo, &p->opt)) ||
         (rc = nnt_optim_add_layer(p->opt, p->model)))
         return field_fail(p, "optim", rc);

@@ -228,10 +228,14 @@ static void add_optimizer(const nnt_trainer *tr, nnt_text *t)
     const nnt_optim_options *p = &tr->opt->opts;
     if (tr->o.steps == 0)   /* (validation only: no update) */
         return;
-    add(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
+    char decay[64] = "";
+    if (p->schedule == NNT_SCHEDULE_WSD)
+        snprintf(decay, sizeof decay, ", the last %lld steps' decay %s",
+                 (long long)p->decay_steps, nnt_decay_shape_name(p->decay_shape));
+    add(t, "optimizer: %s, lr %g (%s schedule, warmup %lld%s, min %g), betas %g %g, eps %g, "
         "weight decay %g, momentum %g, grad clip %g; %s\n", nnt_optim_kind_name(p->kind),
-        p->lr, p->schedule == NNT_SCHEDULE_COSINE ? "cosine" : "constant",
-        (long long)p->warmup_steps, p->min_lr, p->beta1, p->beta2, p->eps, p->weight_decay,
+        p->lr, nnt_schedule_name(p->schedule), (long long)p->warmup_steps, decay, p->min_lr,
+        p->beta1, p->beta2, p->eps, p->weight_decay,
         p->momentum, p->grad_clip, nnt_trainer_updates_in_backward(tr)
                                        ? "each parameter updated during the backward"
                                        : "the update after the backward");
