@@ -46,11 +46,12 @@ int nnt_fail(const nnt_ctx *ctx, int status, const char *fmt, ...)
     return status;
 }
 
-int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
-                          size_t want, size_t want_v02, const char *how)
+int nnt_check_struct_sizes(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
+                           size_t want, const size_t *older, size_t nolder, const char *how)
 {
-    if (want_v02 != 0 && have == want_v02)
-        return NNT_OK;
+    for (size_t i = 0; i < nolder; i++)
+        if (older[i] != 0 && have == older[i])
+            return NNT_OK;
     if (have < want)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %zu is smaller than %zu; %s", fn, what, have,
                         want, how);
@@ -58,6 +59,12 @@ int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, 
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s %zu: the program was built against a "
                         "newer nnt than the library (%s)", fn, what, have, PACKAGE_VERSION);
     return NNT_OK;
+}
+
+int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
+                          size_t want, size_t want_v02, const char *how)
+{
+    return nnt_check_struct_sizes(ctx, fn, what, have, want, &want_v02, 1, how);
 }
 
 int nnt_check_reserved(const nnt_ctx *ctx, const char *fn, const char *what,
@@ -72,18 +79,24 @@ int nnt_check_reserved(const nnt_ctx *ctx, const char *fn, const char *what,
     return NNT_OK;
 }
 
-int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
-                     size_t size, size_t size_v02, const char *how)
+int nnt_read_options_sizes(const char *fn, const void *user, const void *defaults, void *out,
+                           size_t size, const size_t *older, size_t nolder, const char *how)
 {
     memcpy(out, defaults, size);
     if (!user)
         return NNT_OK;
     size_t have;
     memcpy(&have, user, sizeof have);
-    NNT_TRY(nnt_check_struct_size(NULL, fn, "options size", have, size, size_v02, how));
+    NNT_TRY(nnt_check_struct_sizes(NULL, fn, "options size", have, size, older, nolder, how));
     memcpy(out, user, have);   /* the fields the caller knows; the rest keep the defaults */
     memcpy(out, &size, sizeof size);
     return NNT_OK;
+}
+
+int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
+                     size_t size, size_t size_v02, const char *how)
+{
+    return nnt_read_options_sizes(fn, user, defaults, out, size, &size_v02, 1, how);
 }
 
 const char *nnt_ctx_last_error(const nnt_ctx *ctx)

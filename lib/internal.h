@@ -219,6 +219,10 @@ void nnt_log(int level, const char *fmt, ...) NNT_PRINTF(2, 3);
  * built against that release. */
 int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
                           size_t want, size_t want_v02, const char *how);
+/* The same with the sizes of every older release the structure had (nolder of them, 0s
+ * ignored), for a structure that grew more than once. */
+int nnt_check_struct_sizes(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
+                           size_t want, const size_t *older, size_t nolder, const char *how);
 /* A frozen structure's reserved words (n of them, what: their name in messages): 0, or
  * NNT_E_UNSUPPORTED naming the first that is not (set by a program built against a newer
  * nnt, whose fields took that room). */
@@ -231,6 +235,9 @@ int nnt_check_reserved(const nnt_ctx *ctx, const char *fn, const char *what,
  * field is size either way. */
 int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
                      size_t size, size_t size_v02, const char *how);
+/* The same with the sizes of every older release (nnt_check_struct_sizes). */
+int nnt_read_options_sizes(const char *fn, const void *user, const void *defaults, void *out,
+                           size_t size, const size_t *older, size_t nolder, const char *how);
 /* RoPE options (NULL: the defaults) checked and copied into *o, errors naming fn
  * (lib/ops/rope.c; also the attention layer's, at creation). */
 int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o);

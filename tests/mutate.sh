@@ -126,7 +126,11 @@ resume_data_given|examples/train_opts.c|s@((d->flags \& DATA) \&\& data_given)@(
 options_no_nesting|lib/train/options.c|s@if (nnt_json_peek(j) == .{. \&\& depth < OPTIONS_MAXDEPTH)@if (0)@|nnt_options_get: the members of nested objects (those of the model) not found
 cli_open_max|examples/cli.c|s@((d->flags \& CLI_OPEN_MAX) \&\& \*v == d->max))@0)@|shared option parser: an excluded maximum accepted (--beta1 1)
 clip_squared|lib/optim/optim.c|s@double c = grad_clip / (norm + CLIP_EPS);@double c = grad_clip * grad_clip / (norm + CLIP_EPS);@|gradient clipping: the threshold squared (the same number at grad_clip 1)
-cosine_floor_zero|lib/optim/optim.c|s@return o->min_lr + 0.5 \* (o->lr - o->min_lr) \* (1.0 + cos(PI \* progress));@return o->min_lr + 0.5 * o->lr * (1.0 + cos(PI * progress));@|cosine schedule: the half cosine from lr, not from lr - min_lr (the same at min_lr 0)
+cosine_floor_zero|lib/optim/optim.c|s@           (o->lr - o->min_lr) \* decay_factor(shape, step - start, o->total_steps - start);@           o->lr * decay_factor(shape, step - start, o->total_steps - start);@|decaying schedules: the decay from lr, not from lr - min_lr (the same at min_lr 0)
+wsd_decay_from_warmup|lib/optim/optim.c|s@start = o->total_steps - o->decay_steps, shape = o->decay_shape;@start = o->warmup_steps, shape = o->decay_shape;@|WSD: the decay from the end of the warmup (no stable phase)
+decay_sqrt_linear|lib/optim/optim.c|s@return 1.0 - sqrt(p);@return 1.0 - p;@|WSD 1-sqrt decay: a linear one
+linear_decay_late|lib/optim/optim.c|s@return (double)(span - done) / (double)span;@return (double)(span - done + 1) / (double)span;@|linear decay: one step behind
+old_trainer_size|lib/train/trainer.c|s@    offsetof(nnt_trainer_options, simpo_gamma),   /\* 0.3 \*/@    0,@|nnt_trainer_options: the size of 0.3 refused
 inbwd_last_writer|lib/optim/backward.c|s@--opt->inbwd->writers_left\[i\] > 0)@--opt->inbwd->writers_left[i] > 1)@|updates in the backward: a parameter with two writers (a shared table) updated after the first
 inbwd_step_scale|lib/optim/backward.c|s@    b->grad_scale = 1.0 / (double)opt->opts.accum_steps;@    b->grad_scale = 1.0;@|updates in the backward: gradients not divided by accum_steps
 llama3_low_default|lib/ops/rope.c|s@float s = ((1.0f / wavelen) \* orig - low) / span;@float s = ((1.0f / wavelen) * orig - 1.0f) / span;@|RoPE llama3: the smoothing with low_freq_factor 1 (its usual value) whatever the option says

@@ -9,6 +9,7 @@
 #define _DEFAULT_SOURCE
 #include "testutil.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -831,6 +832,15 @@ START_TEST(test_token_writer)
     expect_format(d, NNT_DATA_LLMC);
     check_windows(d, ref, N);
     nnt_data_close(d);
+    /* a program of 0.3 (options without row_values; what lies past its size not read): the
+     * same file */
+    nnt_token_writer_options o03 = o;
+    o03.size = offsetof(nnt_token_writer_options, row_values), o03.row_values = -5;
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("w16old.bin"), &o03, &w));
+    write_in_pieces(w, ref, N);
+    EXPECT_OK(nnt_token_writer_close(w));
+    expect_same_file(test_tmp_path("w16old.bin"), test_tmp_path("h16.bin"));
+    ck_assert_int_eq(remove(test_tmp_path("w16old.bin")), 0);
 
     /* 32-bit: chosen by a vocabulary above 65536, or asked for */
     static int32_t ref32[N];

@@ -147,6 +147,40 @@ static void expect_refused(nnt_sft *s, const char *record, const char *says)
                   "say '%s'", record, nnt_ctx_last_error(NULL), says);
 }
 
+/* Programs built against older releases pass the sizes nnt_sft_options had then (before
+ * date, before assistant_only: 0.3's): accepted, whatever lies past the size not read (values
+ * that would be refused), each record encoded as with the whole structure. */
+static void expect_older_sizes(nnt_sft *s, const nnt_tokenizer *tok, const char *cfg)
+{
+    const size_t sizes[2] = {offsetof(nnt_sft_options, date),
+                             offsetof(nnt_sft_options, assistant_only)};
+    char line[8192];
+    for (int k = 0; k < 2; k++) {
+        nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+        so.size = sizes[k], so.tokenizer_config = cfg, so.assistant_only = 3;
+        if (k == 0)
+            so.all_tokens = 7, so.no_thinking = 5;
+        nnt_sft *old = NULL;
+        EXPECT_OK(nnt_sft_create(tok, &so, &old));
+        for (int r = 0; r < NREC; r++) {
+            read_line(fixture("records.jsonl"), r, line, sizeof line);
+            const int32_t *ids, *want;
+            const uint8_t *counts, *want_counts;
+            size_t n = 0, want_n = 0;
+            EXPECT_OK(nnt_sft_encode(s, line, strlen(line), &want, &want_counts, &want_n));
+            EXPECT_OK(nnt_sft_encode(old, line, strlen(line), &ids, &counts, &n));
+            ck_assert_msg(n == want_n && !memcmp(ids, want, n * sizeof *ids) &&
+                          !memcmp(counts, want_counts, n), "size %zu: record %d encoded "
+                          "otherwise", sizes[k], r + 1);
+        }
+        nnt_sft_destroy(old);
+    }
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    nnt_sft *none = NULL;
+    so.size = offsetof(nnt_sft_options, all_tokens);   /* no release's */
+    EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &none), NNT_E_INVAL, "options size");
+}
+
 /* _i: 0 chatml, 1 llama3 */
 START_TEST(test_encode)
 {
@@ -182,6 +216,7 @@ START_TEST(test_encode)
         ck_assert_int_gt(targets, 0);
         ck_assert_int_lt(targets, r < 2 ? n : n - 1);   /* text: all but the first; else fewer */
     }
+    expect_older_sizes(s, tok, cfg);
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }

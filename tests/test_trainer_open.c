@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include <signal.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -179,6 +180,51 @@ START_TEST(test_open_matches_create)
     nnt_optim_destroy(o);
     nnt_layer_destroy(m);
     nnt_data_close(d);
+}
+END_TEST
+
+/* Programs built against older releases pass the sizes their headers gave the structures
+ * that grew since: nnt_run_config before freeze_mode (0.3), nnt_trainer_options before
+ * simpo_gamma (0.3) and before dpo_beta. Accepted, whatever lies past the size not read
+ * (values that would be refused), the run the whole structures give; a size no release had
+ * is refused naming it. */
+START_TEST(test_older_sizes)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_run_config run = run_config(&c, &oo);
+    reports ra, rb;
+    memset(&ra, 0, sizeof ra), memset(&rb, 0, sizeof rb);
+    nnt_trainer_options to = loop_options(&ra);
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 2));
+    nnt_trainer_destroy(tr);
+    const size_t to_sizes[2] = {offsetof(nnt_trainer_options, simpo_gamma),
+                                offsetof(nnt_trainer_options, dpo_beta)};
+    for (int k = 0; k < 2; k++) {
+        nnt_run_config old_run = run;
+        old_run.size = offsetof(nnt_run_config, freeze_mode);
+        old_run.freeze_mode = 77, old_run.num_labels = -3, old_run.problem_type = 9;
+        memset(&rb, 0, sizeof rb);
+        nnt_trainer_options old_to = loop_options(&rb);
+        old_to.size = to_sizes[k];
+        old_to.simpo_gamma = -1, old_to.rpo_alpha = 5, old_to.desirable_weight = -1;
+        if (k == 1)
+            old_to.dpo_beta = -2, old_to.reward_center = -1;
+        EXPECT_OK(nnt_trainer_open(ctx, &old_run, &old_to, &tr));
+        EXPECT_OK(nnt_trainer_run(tr, 2));
+        nnt_trainer_destroy(tr);
+        for (int s = 1; s <= 2; s++)
+            expect_same_report(&ra.step[s], &rb.step[s]);
+    }
+    nnt_trainer_options between = loop_options(&rb);
+    between.size = offsetof(nnt_trainer_options, cpo_alpha);
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &between, &tr), NNT_E_INVAL, "options size");
+    nnt_run_config run_between = run;
+    run_between.size = offsetof(nnt_run_config, num_labels);
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run_between, &to, &tr), NNT_E_INVAL,
+                    "options size");
 }
 END_TEST
 
@@ -951,6 +997,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_open_matches_create);
+    tcase_add_test(tc, test_older_sizes);
     tcase_add_test(tc, test_fine_tune_resume);
     tcase_add_test(tc, test_keep_previous);
     tcase_add_test(tc, test_tokenizer_of_source);

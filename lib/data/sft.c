@@ -52,6 +52,7 @@
 #include "../io/io.h"
 #include "hftok_impl.h"
 
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -498,8 +499,10 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
         return nnt_fail(NULL, NNT_E_INVAL, "%s: tok is NULL", fn);
     static const nnt_sft_options defaults = NNT_SFT_OPTIONS_INIT;
     nnt_sft_options o;
-    NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
-                             "initialise them with NNT_SFT_OPTIONS_INIT"));
+    static const size_t older[] = {offsetof(nnt_sft_options, date),   /* before 0.3's date */
+                                   offsetof(nnt_sft_options, assistant_only)};   /* 0.3 */
+    NNT_TRY(nnt_read_options_sizes(fn, opts, &defaults, &o, sizeof o, older, 2,
+                                   "initialise them with NNT_SFT_OPTIONS_INIT"));
     if ((unsigned)o.chat_template > NNT_CHAT_GPT_OSS)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
     if (o.all_tokens != 0 && o.all_tokens != 1)

@@ -11,6 +11,7 @@
 #include "../internal.h"
 #include "../io/io.h"
 
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -41,7 +42,8 @@ int nnt_token_writer_open(nnt_ctx *ctx, const char *path, const nnt_token_writer
         return nnt_fail(ec, NNT_E_INVAL, "%s: path is NULL or empty", fn);
     static const nnt_token_writer_options defaults = NNT_TOKEN_WRITER_OPTIONS_INIT;
     nnt_token_writer_options o;
-    int rc = nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
+    int rc = nnt_read_options(fn, opts, &defaults, &o, sizeof o,
+                              offsetof(nnt_token_writer_options, row_values),   /* 0.3's */
                               "initialise them with NNT_TOKEN_WRITER_OPTIONS_INIT");
     if (rc)
         return ec ? nnt_fail(ec, rc, "%s", nnt_ctx_last_error(NULL)) : rc;

@@ -14,6 +14,7 @@
 #include "../layers/layer.h"
 #include "../models/models.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -477,10 +478,13 @@ NNT_API int nnt_trainer_open(nnt_ctx *ctx, const nnt_run_config *run,
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
     NNT_TRY(nnt_ctx_check(ctx, fn));
-    NNT_TRY(nnt_read_options(fn, run, &run_defaults, &p.r, sizeof p.r, 0,
-                             "initialise it with NNT_RUN_CONFIG_INIT"));
-    NNT_TRY(nnt_read_options(fn, opts, &defaults, &p.o, sizeof p.o, 0,
-                             "initialise them with NNT_TRAINER_OPTIONS_INIT"));
+    static const size_t run_older[] = {offsetof(nnt_run_config, freeze_mode),    /* 0.3 */
+                                       offsetof(nnt_run_config, problem_type)};
+    NNT_TRY(nnt_read_options_sizes(fn, run, &run_defaults, &p.r, sizeof p.r, run_older, 2,
+                                   "initialise it with NNT_RUN_CONFIG_INIT"));
+    NNT_TRY(nnt_read_options_sizes(fn, opts, &defaults, &p.o, sizeof p.o, nnt_trainer_options_sizes,
+                                   NNT_TRAINER_OPTIONS_OLDER,
+                                   "initialise them with NNT_TRAINER_OPTIONS_INIT"));
     if (p.o.batch < 1 || p.o.seq < 1 || p.o.accum < 1 || p.o.steps < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: batch, seq and accum must be >= 1, steps >= 0",
                         fn);

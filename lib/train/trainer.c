@@ -19,6 +19,7 @@
 #include "../models/models.h"
 #include "../layers/generic.h"
 
+#include <stddef.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -511,6 +512,11 @@ static int write_svg(nnt_trainer *tr)
     return rc;
 }
 
+const size_t nnt_trainer_options_sizes[NNT_TRAINER_OPTIONS_OLDER] = {
+    offsetof(nnt_trainer_options, dpo_beta),      /* before 0.3's DPO */
+    offsetof(nnt_trainer_options, simpo_gamma),   /* 0.3 */
+};
+
 NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
                                const nnt_trainer_options *opts, nnt_trainer **out)
 {
@@ -523,8 +529,9 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
     if (!model)
         return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: model is NULL", fn);
     nnt_trainer_options o;
-    NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
-                             "initialise them with NNT_TRAINER_OPTIONS_INIT"));
+    NNT_TRY(nnt_read_options_sizes(fn, opts, &defaults, &o, sizeof o, nnt_trainer_options_sizes,
+                                   NNT_TRAINER_OPTIONS_OLDER,
+                                   "initialise them with NNT_TRAINER_OPTIONS_INIT"));
     /* the step's gradients are the sum of its accum micro-batches' and the optimizer divides
      * them by its accum_steps: another count would scale them (SGD's rate, the clipping) */
     if (o.accum >= 1 && o.accum != opt->opts.accum_steps)

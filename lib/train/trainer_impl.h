@@ -122,6 +122,10 @@ nnt_data *nnt_trainer_val_source(const nnt_trainer *tr);
 int nnt_held_out_in_rows(int pairs, const nnt_data *val);
 /* NNT_OK for a trainer (and its context), else a failure naming fn (trainer.c). */
 int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
+/* The sizes nnt_trainer_options had in older releases, which nnt_trainer_create and
+ * nnt_trainer_open accept (the fields after them get their defaults). */
+#define NNT_TRAINER_OPTIONS_OLDER 2
+extern const size_t nnt_trainer_options_sizes[NNT_TRAINER_OPTIONS_OLDER];
 /* The optimizer's updates done (trainer.c). */
 int64_t nnt_trainer_steps(const nnt_trainer *tr);
 /* 1 when each step's last backward updates the parameters (trainer.c). */
