@@ -109,6 +109,11 @@ static const cli_option table[] = {
     OPT_INT("val-batches", run.val_batches, 0, BIG, "-1", RES | DATA, "K", "batches of B x T "
             "tokens a validation (default 20, at most a\ntenth of the batches trained between "
             "validations, at least 1;\n0 = all the held-out tokens hold)"),
+    OPT_INT("early-stop", loop.early_stop, 1, BIG, NULL, RES, "P",
+            "stop after P validations in a row without a loss below\nthe lowest before "
+            "(by more than --early-stop-delta)"),
+    OPT_REAL("early-stop-delta", loop.early_stop_delta, 0, 1e30, NULL, RES, "X",
+             "the improvement --early-stop counts (default 0)"),
     OPT_GROUP("Training:"),
     OPT_FLAG("shuffle", loop.shuffle, RES, "read the data as sequences of T + 1 tokens in a new "
              "random\norder each epoch (from --seed), not in order"),
@@ -595,6 +600,12 @@ int train_opts_resolve(train_opts *o)
         r->val_split = r->data || r->val_data ? 0 : 0.1;
     if (l->steps == 0 && !r->val_data && r->val_split == 0)
         return train_usage_error("--steps 0 only validates: give --val-data or --val-split");
+    if (l->early_stop > 0 && ((!r->val_data && r->val_split == 0) || l->steps == 0))
+        return train_usage_error("--early-stop stops on the validation loss: give --val-data or "
+                                 "--val-split%s", l->steps == 0 ? ", and steps to train" : "");
+    if (train_opts_given(o, "early-stop-delta") && l->early_stop == 0)
+        return train_usage_error("--early-stop-delta is the improvement --early-stop counts: "
+                                 "give --early-stop P");
     if (o->save_best && ((!r->val_data && r->val_split == 0) || l->steps == 0))
         return train_usage_error("--save-best keeps the state of the lowest validation loss: "
                                  "give --val-data or --val-split%s",

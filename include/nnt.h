@@ -2253,6 +2253,14 @@ typedef struct nnt_trainer_options {
     double desirable_weight;     /* NNT_DPO_KTO and _APO_ZERO_UNPAIRED: the weight of a
                                     desirable row's loss (TRL's desirable_weight; default 1) */
     double undesirable_weight;   /* and of an undesirable one's (undesirable_weight; 1)      */
+    /* new in 0.4, later (a size without them: no early stop) */
+    int64_t early_stop;          /* > 0: stop the run after the validation that makes this many
+                                    in a row whose loss is not below the lowest before it by
+                                    more than early_stop_delta (transformers'
+                                    EarlyStoppingCallback, early_stopping_patience and
+                                    _threshold; nnt_trainer_info.early_stop_step); needs
+                                    validations (val_batches > 0). 0: never                 */
+    double early_stop_delta;     /* >= 0 (default 0: any lower loss is an improvement)        */
 } nnt_trainer_options;
 
 /* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
@@ -2293,7 +2301,7 @@ typedef enum nnt_dpo_loss {
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
       NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
-      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0 }
+      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0, 0.0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {
@@ -2336,11 +2344,15 @@ typedef struct nnt_trainer_info {
     int peak_low;                /* 1: the measured peak was low (a busy machine at start)     */
     int stop_signal;             /* the signal (SIGINT, SIGTERM) that asked this process's run
                                     to stop (nnt_trainer_handle_signals); 0: none            */
+    /* new in 0.4 (a size without it, as 0.3 set, gets the fields above only) */
+    int64_t early_stop_step;     /* the step whose validation stopped the run (early_stop;
+                                    stopped is 1 too); 0: none                              */
 } nnt_trainer_info;
 
 #define NNT_TRAINER_INFO_INIT \
     { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0.0, \
-      0, 0, 0, 0, 0, 0, 0.0, 0.0, NNT_TOKENIZER_AUTO, NULL, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0, 0 }
+      0, 0, 0, 0, 0, 0, 0.0, 0.0, NNT_TOKENIZER_AUTO, NULL, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0, 0, \
+      0 }
 
 /* A trainer of model (a model of nnt_model_create / nnt_model_load_hf / nnt_gpt_*, created
  * for batches of (batch, seq)) with opt (its parameters added) on data (may be NULL when

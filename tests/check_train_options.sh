@@ -32,6 +32,12 @@
 #                   new end (decay steps and shape from the checkpoint), its logs in the
 #                   checkpoint's directory (--resume without --out); a decay longer than
 #                   the steps after the warmup is refused, named;
+#   --early-stop, --early-stop-delta
+#                   a run validated every 2 steps stops after the step transformers'
+#                   EarlyStoppingCallback rule gives for the losses of its val.csv without
+#                   the option (awk here), saying so, its checkpoint there; stopped before it
+#                   and resumed, it stops after the same step (the count goes on from the
+#                   resumed val.csv); without validation, and a delta alone, refused;
 #   --quiet         nothing on stdout or stderr when all goes well (the --print-loss lines
 #                   still on stdout), not even the library's warnings (--mem-gpu without a
 #                   GPU, which warns otherwise), the error when not.
@@ -213,6 +219,39 @@ lr_check "--schedule wsd resumed with --steps 14 from step 6, into its directory
 # shellcheck disable=SC2086
 expect_error decay_too_long "decay-steps 9" $sched --steps 10 --warmup 2 --schedule wsd \
     --decay-steps 9 --out "$tmp/s4"
+
+# ---- --early-stop, --early-stop-delta --------------------------------------------------------------
+early="--layers 1 --channels 32 --heads 2 --batch 2 --seq 32 --sample 0 --lr 3e-2 --val-every 2
+    --cpus 2 --steps 40"
+# shellcheck disable=SC2086 # the options are words
+run_ok no_early $early --out "$tmp/e0"
+# the step after which patience 2 and threshold 0.01 stop these losses (transformers' rule)
+want=$(awk -F, 'NR > 1 { if (NR == 2 || ($2 < best && best - $2 > 0.01)) c = 0; else c++;
+                         if (NR == 2 || $2 < best) best = $2;
+                         if (c >= 2) { print $1; exit } }' "$tmp/e0/val.csv")
+# shellcheck disable=SC2086
+run_ok early $early --early-stop 2 --early-stop-delta 0.01 --out "$tmp/e1"
+got=$(sed -n 's/^early stop after step \([0-9]*\):.*/\1/p' "$tmp/early.out")
+if [ -n "$want" ] && [ "$want" -lt 40 ] && [ "$got" = "$want" ] &&
+   [ "$(tail -n 1 "$tmp/e1/train.csv" | cut -d, -f1)" = "$want" ] &&
+   [ -s "$tmp/e1/checkpoint.safetensors" ]; then
+    echo "ok: --early-stop 2 --early-stop-delta 0.01: stopped after step $got as transformers' rule on the validation losses: $(grep '^early stop' "$tmp/early.out")"
+else
+    fail "--early-stop: stopped after '$got', the rule on $tmp/e0/val.csv: '$want'"
+fi
+stop_at=$((want - 2))   # one validation before: the count is 1 there
+# shellcheck disable=SC2086
+run_ok early_part $early --early-stop 2 --early-stop-delta 0.01 --stop-after $stop_at \
+    --out "$tmp/e2"
+run_ok early_rest --resume "$tmp/e2/checkpoint.safetensors" --out "$tmp/e2"
+got=$(sed -n 's/^early stop after step \([0-9]*\):.*/\1/p' "$tmp/early_rest.out")
+[ "$got" = "$want" ] && echo "ok: --early-stop resumed after step $stop_at: stopped after step $got" ||
+    fail "--early-stop resumed after step $stop_at: stopped after '$got', want $want"
+# shellcheck disable=SC2086
+expect_error early_no_val "needs\|give --val-data" $gpt $run_args --data "$tmp/tok.bin" \
+    --early-stop 2 --out "$tmp/e3"
+# shellcheck disable=SC2086
+expect_error delta_alone "give --early-stop" $gpt $run_args --early-stop-delta 0.1 --out "$tmp/e4"
 
 # ---- --quiet ---------------------------------------------------------------------------------------
 run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \

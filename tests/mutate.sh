@@ -118,7 +118,7 @@ block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps
 train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|trainer: a training window past the end of the training tokens reads on into the held-out ones
 val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt), di.masked);@o->val_len, (uint64_t)(k * bt + 1), di.masked);@|trainer validation: every window one token late
 shuffle_row_offset|lib/train/trainer.c|s@nnt_data_read(tr->data, (int64_t)r \* T, row, T + 1));@nnt_data_read(tr->data, (int64_t)r * T + 1, row, T + 1));@|trainer shuffle: each sequence read one token late
-mpi_no_stop_agreement|lib/train/trainer.c|s@if (tr->ctx->mpi \&\& tr->ctx->nranks > 1)@if (0)@|trainer: the ranks do not agree on stop and save requests at a step boundary
+mpi_no_stop_agreement|lib/train/trainer.c|s@return tr->ctx->mpi \&\& tr->ctx->nranks > 1 ? nnt_mpi_max(tr->ctx, v, n) : NNT_OK;@return NNT_OK;@|trainer: the ranks do not agree on stop and save requests at a step boundary
 mpi_save_no_wait|lib/mpi/mpi.c|s@ctx->nranks < 2)@ctx->nranks < 99)@|MPI save: ranks return before rank 0 has written the file
 train_signals_off_before_save|examples/nnt_train.c|0,/rc = write_outputs(t);/s@rc = write_outputs(t);@catch_signals(0), rc = write_outputs(t);@|nnt-train: signal handlers reset before the final save
 data_file_offset|lib/data/data.c|s@int64_t first = f ? d->file_end\[f - 1\] : 0;@int64_t first = f ? d->file_end[f - 1] - 1 : 0;@|token data of several files: the files after the first read one token late
@@ -131,6 +131,9 @@ wsd_decay_from_warmup|lib/optim/optim.c|s@start = o->total_steps - o->decay_step
 decay_sqrt_linear|lib/optim/optim.c|s@return 1.0 - sqrt(p);@return 1.0 - p;@|WSD 1-sqrt decay: a linear one
 linear_decay_late|lib/optim/optim.c|s@return (double)(span - done) / (double)span;@return (double)(span - done + 1) / (double)span;@|linear decay: one step behind
 old_trainer_size|lib/train/trainer.c|s@    offsetof(nnt_trainer_options, simpo_gamma),   /\* 0.3 \*/@    0,@|nnt_trainer_options: the size of 0.3 refused
+early_stop_no_delta|lib/train/trainer.c|s@tr->low_val - tr->o.early_stop_delta ? 0 : tr->stale + 1;@tr->low_val ? 0 : tr->stale + 1;@|early stop: any lower loss an improvement whatever early_stop_delta
+early_stop_late|lib/train/trainer.c|s@int64_t stop = tr->rank == 0 \&\& tr->stale >= tr->o.early_stop;@int64_t stop = tr->rank == 0 \&\& tr->stale > tr->o.early_stop;@|early stop: one validation late
+info_whole_copy|lib/train/trainer.c|s@    memcpy(info, \&all, size);@    memcpy(info, \&all, sizeof all);@|nnt_trainer_info: the whole structure written into a smaller one of 0.3
 inbwd_last_writer|lib/optim/backward.c|s@--opt->inbwd->writers_left\[i\] > 0)@--opt->inbwd->writers_left[i] > 1)@|updates in the backward: a parameter with two writers (a shared table) updated after the first
 inbwd_step_scale|lib/optim/backward.c|s@    b->grad_scale = 1.0 / (double)opt->opts.accum_steps;@    b->grad_scale = 1.0;@|updates in the backward: gradients not divided by accum_steps
 llama3_low_default|lib/ops/rope.c|s@float s = ((1.0f / wavelen) \* orig - low) / span;@float s = ((1.0f / wavelen) * orig - 1.0f) / span;@|RoPE llama3: the smoothing with low_freq_factor 1 (its usual value) whatever the option says

@@ -10,6 +10,7 @@
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "testutil.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/stat.h>
@@ -185,7 +186,8 @@ END_TEST
 
 /* Programs built against older releases pass the sizes their headers gave the structures
  * that grew since: nnt_run_config before freeze_mode (0.3), nnt_trainer_options before
- * simpo_gamma (0.3) and before dpo_beta. Accepted, whatever lies past the size not read
+ * simpo_gamma (0.3) and before dpo_beta, nnt_trainer_info before early_stop_step (0.3: only
+ * the bytes of its size written). Accepted, whatever lies past the size not read
  * (values that would be refused), the run the whole structures give; a size no release had
  * is refused naming it. */
 START_TEST(test_older_sizes)
@@ -214,6 +216,15 @@ START_TEST(test_older_sizes)
             old_to.dpo_beta = -2, old_to.reward_center = -1;
         EXPECT_OK(nnt_trainer_open(ctx, &old_run, &old_to, &tr));
         EXPECT_OK(nnt_trainer_run(tr, 2));
+        nnt_trainer_info ti;   /* 0.3's: the fields its size holds, nothing after them */
+        memset(&ti, 0xab, sizeof ti);
+        ti.size = offsetof(nnt_trainer_info, early_stop_step);
+        EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+        ck_assert_int_eq(ti.step, 2);
+        ck_assert_int_eq(ti.stop_signal, 0);
+        for (size_t b = offsetof(nnt_trainer_info, early_stop_step); b < sizeof ti; b++)
+            ck_assert_msg(((unsigned char *)&ti)[b] == 0xab, "byte %zu past 0.3's info written",
+                          b);
         nnt_trainer_destroy(tr);
         for (int s = 1; s <= 2; s++)
             expect_same_report(&ra.step[s], &rb.step[s]);
@@ -225,6 +236,81 @@ START_TEST(test_older_sizes)
     run_between.size = offsetof(nnt_run_config, num_labels);
     EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run_between, &to, &tr), NNT_E_INVAL,
                     "options size");
+}
+END_TEST
+
+/* The step after which transformers' EarlyStoppingCallback(patience, threshold) stops a run
+ * with these validation losses (val[1..n], one a step), or 0: it counts the validations in a
+ * row whose loss is not below the best before it by more than threshold. */
+static int hf_early_stop(const double *val, int n, int patience, double threshold)
+{
+    double best = 0;
+    for (int s = 1, counter = 0; s <= n; s++) {
+        counter = s == 1 || (val[s] < best && best - val[s] > threshold) ? 0 : counter + 1;
+        best = s == 1 || val[s] < best ? val[s] : best;
+        if (counter >= patience)
+            return s;
+    }
+    return 0;
+}
+
+/* early_stop: a run validated every step (losses of random tokens go up and down) stops after
+ * the step transformers' rule names, for a delta of 0 and for a delta at which that step
+ * differs, with the validations of the run without it up to there; info says so. Bad values
+ * and early_stop without validations are refused. */
+START_TEST(test_early_stop)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_run_config run = run_config(&c, &oo);
+    reports ra;
+    memset(&ra, 0, sizeof ra);
+    nnt_trainer_options to = loop_options(&ra);
+    to.val_every = 1;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    ck_assert_int_eq(ra.nval, STEPS);
+    int stop0 = hf_early_stop(ra.val, STEPS, 2, 0.0), stop_d = 0;
+    double delta = 0;
+    for (int s = 2; s <= STEPS && !stop_d; s++) {   /* the smallest delta that changes it */
+        double d = fabs(ra.val[s] - ra.val[s - 1]);
+        int at = hf_early_stop(ra.val, STEPS, 2, d);
+        if (at != stop0 && at > 0 && (!delta || d < delta))
+            delta = d, stop_d = at;
+    }
+    ck_assert_msg(stop_d > 0, "no delta changes the early stop (%d) of these losses", stop0);
+    const double deltas[2] = {0.0, delta};
+    const int want[2] = {stop0, stop_d};
+    for (int k = 0; k < 2; k++) {
+        reports rb;
+        memset(&rb, 0, sizeof rb);
+        to = loop_options(&rb);
+        to.val_every = 1, to.early_stop = 2, to.early_stop_delta = deltas[k];
+        EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+        EXPECT_OK(nnt_trainer_run(tr, 0));
+        nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
+        EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+        nnt_trainer_destroy(tr);
+        int last = want[k] ? want[k] : STEPS;
+        printf("early_stop 2, delta %.6g: stopped after step %lld (transformers' rule: %d)\n",
+               deltas[k], (long long)ti.early_stop_step, want[k]);
+        ck_assert_int_eq(ti.early_stop_step, want[k]);
+        ck_assert_int_eq(ti.stopped, want[k] > 0);
+        ck_assert_int_eq(ti.steps_run, last);
+        ck_assert_int_eq(rb.nval, last);
+        for (int s = 1; s <= last; s++)
+            ck_assert_msg(rb.val[s] == ra.val[s], "validation %d: %.9g, without early stop "
+                          "%.9g", s, rb.val[s], ra.val[s]);
+    }
+    to = loop_options(&ra);
+    to.early_stop = -1;
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "early_stop -1");
+    to.early_stop = 2, to.early_stop_delta = -0.5;
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "early_stop_delta -0.5");
+    to.early_stop_delta = 0, run.val_split = 0;   /* nothing held out */
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "needs validations");
 }
 END_TEST
 
@@ -998,6 +1084,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_open_matches_create);
     tcase_add_test(tc, test_older_sizes);
+    tcase_add_test(tc, test_early_stop);
     tcase_add_test(tc, test_fine_tune_resume);
     tcase_add_test(tc, test_keep_previous);
     tcase_add_test(tc, test_tokenizer_of_source);

@@ -184,7 +184,11 @@ static void add_validation(const nnt_trainer *tr, nnt_text *t)
         add(t, "every %lld steps", (long long)o->val_every);
     else
         add(t, "every step");
-    add(t, " and after the last%s\n", o->trace ? " (not during the traced steps)" : "");
+    add(t, " and after the last%s", o->trace ? " (not during the traced steps)" : "");
+    if (o->early_stop > 0)
+        add(t, "; the run stops after %lld in a row without a loss below the lowest before "
+            "by more than %g", (long long)o->early_stop, o->early_stop_delta);
+    add(t, "\n");
 }
 
 void nnt_trainer_text_tiling(const nnt_trainer *tr, nnt_text *t)
@@ -235,10 +239,9 @@ static void add_optimizer(const nnt_trainer *tr, nnt_text *t)
     add(t, "optimizer: %s, lr %g (%s schedule, warmup %lld%s, min %g), betas %g %g, eps %g, "
         "weight decay %g, momentum %g, grad clip %g; %s\n", nnt_optim_kind_name(p->kind),
         p->lr, nnt_schedule_name(p->schedule), (long long)p->warmup_steps, decay, p->min_lr,
-        p->beta1, p->beta2, p->eps, p->weight_decay,
-        p->momentum, p->grad_clip, nnt_trainer_updates_in_backward(tr)
-                                       ? "each parameter updated during the backward"
-                                       : "the update after the backward");
+        p->beta1, p->beta2, p->eps, p->weight_decay, p->momentum, p->grad_clip,
+        nnt_trainer_updates_in_backward(tr) ? "each parameter updated during the backward"
+                                            : "the update after the backward");
 }
 
 /* What MFU counts, and against which peak. */

@@ -94,6 +94,12 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         return nnt_fail(ctx, NNT_E_INVAL, "%s: rpo_alpha %g adds the chosen sequences' nll to "
                         "a DPO loss (dpo_beta > 0, NNT_DPO_SIGMOID, _IPO or _HINGE); CPO's and "
                         "SimPO's weight is cpo_alpha", fn, o->rpo_alpha);
+    if (o->early_stop < 0 || !(o->early_stop_delta >= 0) || !isfinite(o->early_stop_delta))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: early_stop %lld, early_stop_delta %g (each >= 0)",
+                        fn, (long long)o->early_stop, o->early_stop_delta);
+    if (o->early_stop > 0 && o->val_batches == 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: early_stop %lld stops on the validation loss: "
+                        "it needs validations (val_batches > 0)", fn, (long long)o->early_stop);
     if (!(o->reward_center >= 0) || !isfinite(o->reward_center))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: reward_center %g (>= 0; 0: none)", fn,
                         o->reward_center);
@@ -379,11 +385,15 @@ static int add_point(nnt_train_point **curve, int64_t *n, int64_t *cap, int64_t 
     return NNT_OK;
 }
 
-/* A validation's loss: the curve, the last and the lowest. */
+/* A validation's loss: the curve, the last and the lowest, and the validations in a row
+ * that did not improve (as transformers' EarlyStoppingCallback counts them: an improvement is
+ * a loss below the lowest before it by more than early_stop_delta; the first is none). */
 static int add_validation(nnt_trainer *tr, int64_t step, double loss)
 {
-    tr->nvalidations++, tr->last_val_step = step, tr->last_val = loss;
-    if (loss < tr->low_val || tr->nvalidations == 1)
+    int first = tr->nvalidations++ == 0;
+    tr->stale = first || loss < tr->low_val - tr->o.early_stop_delta ? 0 : tr->stale + 1;
+    tr->last_val_step = step, tr->last_val = loss;
+    if (loss < tr->low_val || first)
         tr->low_val = loss, tr->low_val_step = step;
     return tr->logs_open ? add_point(&tr->val_curve, &tr->nval, &tr->cap_val, step, loss)
                          : NNT_OK;
@@ -515,6 +525,7 @@ static int write_svg(nnt_trainer *tr)
 const size_t nnt_trainer_options_sizes[NNT_TRAINER_OPTIONS_OLDER] = {
     offsetof(nnt_trainer_options, dpo_beta),      /* before 0.3's DPO */
     offsetof(nnt_trainer_options, simpo_gamma),   /* 0.3 */
+    offsetof(nnt_trainer_options, early_stop),    /* 0.4 before early stopping */
 };
 
 NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
@@ -1156,17 +1167,35 @@ static int validates(const nnt_trainer *tr, int64_t step)
            ((tr->o.val_every > 0 && step % tr->o.val_every == 0) || step == tr->until);
 }
 
+/* v[0..n) = their maximum over the ranks of an MPI job (collective); one process: as is. */
+static int ranks_max(nnt_trainer *tr, int64_t *v, int n)
+{
+    return tr->ctx->mpi && tr->ctx->nranks > 1 ? nnt_mpi_max(tr->ctx, v, n) : NNT_OK;
+}
+
 /* The stop and save requests of every rank, agreed at a step boundary: a signal may reach
  * one rank only, and the ranks must stop, validate and save together (each of those is
  * collective). One process: its own requests. Returns whether a save was asked for. */
 static int agree_requests(nnt_trainer *tr, int *save)
 {
     int64_t asked[2] = {tr->stop != 0, tr->save != 0};
-    if (tr->ctx->mpi && tr->ctx->nranks > 1)
-        NNT_TRY(nnt_mpi_max(tr->ctx, asked, 2));
+    NNT_TRY(ranks_max(tr, asked, 2));
     tr->stopping = asked[0] != 0;
     if (save)
         *save = asked[1] != 0;
+    return NNT_OK;
+}
+
+/* early_stop: after a validation, stop when it made early_stop in a row without an
+ * improvement. Rank 0 decides (it alone replays a resumed run's val.csv); every rank stops. */
+static int early_stop(nnt_trainer *tr, int64_t step)
+{
+    if (tr->o.early_stop == 0)
+        return NNT_OK;
+    int64_t stop = tr->rank == 0 && tr->stale >= tr->o.early_stop;
+    NNT_TRY(ranks_max(tr, &stop, 1));
+    if (stop)
+        tr->stopping = 1, tr->early_stop_step = step;
     return NNT_OK;
 }
 
@@ -1194,8 +1223,10 @@ static int one_step(nnt_trainer *tr)
                 "trainer has no checkpoint path: nothing written", (long long)step);
     }
     NNT_TRY(agree_requests(tr, &save_asked));
-    if (r.validates && !tr->stopping)   /* (a stop asked for during the report: none) */
+    if (r.validates && !tr->stopping) {   /* (a stop asked for during the report: none) */
         NNT_TRY(validate_at(tr, step, NULL));
+        NNT_TRY(early_stop(tr, step));
+    }
     int periodic = tr->o.save_every > 0 && step % tr->o.save_every == 0 && step < tr->until;
     if (tr->o.checkpoint && (periodic || save_asked)) {
         tr->save = 0;
@@ -1263,14 +1294,8 @@ NNT_API int nnt_trainer_request_save(nnt_trainer *tr)
     return NNT_OK;
 }
 
-NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
+static void fill_info(const nnt_trainer *tr, nnt_trainer_info *info)
 {
-    const char *fn = "nnt_trainer_info_get";
-    NNT_TRY(nnt_trainer_check(tr, fn));
-    if (!info)
-        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: info is NULL", fn);
-    NNT_TRY(nnt_check_struct_size(tr->ctx, fn, "info", info->size, sizeof *info, 0,
-                                  "initialise it with NNT_TRAINER_INFO_INIT"));
     info->step = nnt_trainer_steps(tr), info->data_pos = tr->data_pos;
     memcpy(info->rng, tr->rng, sizeof info->rng);
     info->stopped = tr->stopping, info->best_val_loss = tr->best_val;
@@ -1297,5 +1322,23 @@ NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
     info->peak_low = tr->peak_low || (tr->peak_measured && info->mfu > 1);
     if (tr->peak_measured && info->peak_low)
         info->mfu = NAN;
+    info->early_stop_step = tr->early_stop_step;
+}
+
+NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
+{
+    const char *fn = "nnt_trainer_info_get";
+    NNT_TRY(nnt_trainer_check(tr, fn));
+    if (!info)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: info is NULL", fn);
+    size_t size = info->size;   /* 0.3's: the fields before early_stop_step */
+    NNT_TRY(nnt_check_struct_size(tr->ctx, fn, "info", size, sizeof *info,
+                                  offsetof(nnt_trainer_info, early_stop_step),
+                                  "initialise it with NNT_TRAINER_INFO_INIT"));
+    nnt_trainer_info all;
+    memset(&all, 0, sizeof all);
+    fill_info(tr, &all);
+    all.size = size;
+    memcpy(info, &all, size);
     return NNT_OK;
 }

@@ -77,6 +77,9 @@ struct nnt_trainer {
     int64_t ncurve, cap_curve, nval, cap_val;
     int64_t nvalidations, last_val_step, low_val_step;
     double last_val, low_val;
+    int64_t stale;                 /* validations in a row without an improvement (early_stop's
+                                      rule), the run's resumed val.csv included on rank 0  */
+    int64_t early_stop_step;       /* the step whose validation stopped the run; 0: none   */
     double last_val_accuracy;      /* a classifier's last validation's accuracy             */
     double last_val_exact, last_val_f1; /* a multi-label one's exact match and micro F1      */
     double last_val_mae;           /* a regression's last validation's mean absolute error  */
@@ -124,7 +127,7 @@ int nnt_held_out_in_rows(int pairs, const nnt_data *val);
 int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
 /* The sizes nnt_trainer_options had in older releases, which nnt_trainer_create and
  * nnt_trainer_open accept (the fields after them get their defaults). */
-#define NNT_TRAINER_OPTIONS_OLDER 2
+#define NNT_TRAINER_OPTIONS_OLDER 3
 extern const size_t nnt_trainer_options_sizes[NNT_TRAINER_OPTIONS_OLDER];
 /* The optimizer's updates done (trainer.c). */
 int64_t nnt_trainer_steps(const nnt_trainer *tr);
