@@ -846,7 +846,8 @@ static int run(trainer *t)
         say(t, "early stop after step %lld: %lld validations in a row without a loss below "
             "%.6f (step %lld)%s\n", (long long)t->ti.early_stop_step,
             (long long)t->o.loop.early_stop, t->ti.lowest_val_loss,
-            (long long)t->ti.lowest_val_step, t->o.save_best ? "; its state is in best.safetensors" : "");
+            (long long)t->ti.lowest_val_step,
+            t->o.save_best ? "; its state is in best.safetensors" : "");
     if (stop_sig && t->o.no_save)
         say(t, "interrupted after step %lld (--no-save: no checkpoint)\n",
             (long long)(t->done + t->ti.steps_run));

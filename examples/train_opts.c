@@ -24,7 +24,8 @@ static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NU
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
 static const char *const schedules[] = {"constant", "cosine", "linear", "wsd", NULL};
-static const char *const decay_shapes[] = {"linear", "cosine", "1-sqrt", NULL};   /* nnt_decay_shape */
+/* = nnt_decay_shape */
+static const char *const decay_shapes[] = {"linear", "cosine", "1-sqrt", NULL};
 static const char *const off_on[] = {"off", "on", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 /* = nnt_distribution */
@@ -615,6 +616,11 @@ int train_opts_resolve(train_opts *o)
         return train_usage_error("--warmup %lld must be below --steps %lld with the %s "
                                  "schedule", (long long)o->optim.warmup_steps,
                                  (long long)l->steps, schedules[o->optim.schedule]);
+    if ((train_opts_given(o, "decay-steps") || train_opts_given(o, "decay-shape")) &&
+        o->optim.schedule != NNT_SCHEDULE_WSD)
+        return train_usage_error("--decay-steps and --decay-shape shape the wsd schedule's "
+                                 "decay: give --schedule wsd (not %s)",
+                                 schedules[o->optim.schedule]);
     if (l->steps > 0 && o->optim.schedule == NNT_SCHEDULE_WSD &&
         o->optim.decay_steps > l->steps - o->optim.warmup_steps)
         return train_usage_error("--decay-steps %lld: the wsd schedule decays after the warmup "

@@ -31,7 +31,7 @@
 #                   stable phase and resumed with more --steps decays over the last 4 of the
 #                   new end (decay steps and shape from the checkpoint), its logs in the
 #                   checkpoint's directory (--resume without --out); a decay longer than
-#                   the steps after the warmup is refused, named;
+#                   the steps after the warmup, and a decay option without wsd, refused;
 #   --early-stop, --early-stop-delta
 #                   a run validated every 2 steps stops after the step transformers'
 #                   EarlyStoppingCallback rule gives for the losses of its val.csv without
@@ -219,6 +219,9 @@ lr_check "--schedule wsd resumed with --steps 14 from step 6, into its directory
 # shellcheck disable=SC2086
 expect_error decay_too_long "decay-steps 9" $sched --steps 10 --warmup 2 --schedule wsd \
     --decay-steps 9 --out "$tmp/s4"
+# shellcheck disable=SC2086
+expect_error decay_not_wsd "give --schedule wsd" $sched --steps 10 --decay-shape 1-sqrt \
+    --out "$tmp/s5"
 
 # ---- --early-stop, --early-stop-delta --------------------------------------------------------------
 early="--layers 1 --channels 32 --heads 2 --batch 2 --seq 32 --sample 0 --lr 3e-2 --val-every 2

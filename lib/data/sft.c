@@ -52,8 +52,8 @@
 #include "../io/io.h"
 #include "hftok_impl.h"
 
-#include <stddef.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

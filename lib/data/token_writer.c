@@ -11,8 +11,8 @@
 #include "../internal.h"
 #include "../io/io.h"
 
-#include <stddef.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 struct nnt_token_writer {

@@ -19,9 +19,9 @@
 #include "../models/models.h"
 #include "../layers/generic.h"
 
-#include <stddef.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
