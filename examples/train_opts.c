@@ -599,18 +599,20 @@ int train_opts_resolve(train_opts *o)
         o->optim.warmup_steps = l->steps / 20;
     if (r->val_split < 0)   /* the default corpus: a tenth held out, as nanoGPT splits */
         r->val_split = r->data || r->val_data ? 0 : 0.1;
-    if (l->steps == 0 && !r->val_data && r->val_split == 0)
+    int held_out = r->val_data || r->val_split != 0;
+    if (l->steps == 0 && !held_out)
         return train_usage_error("--steps 0 only validates: give --val-data or --val-split");
-    if (l->early_stop > 0 && ((!r->val_data && r->val_split == 0) || l->steps == 0))
-        return train_usage_error("--early-stop stops on the validation loss: give --val-data or "
-                                 "--val-split%s", l->steps == 0 ? ", and steps to train" : "");
+    /* the options that act on the validations during training */
+    const char *on_val = l->early_stop > 0 ? "--early-stop stops on the validation loss"
+                         : o->save_best    ? "--save-best keeps the state of the lowest "
+                                             "validation loss"
+                                           : NULL;
+    if (on_val && (!held_out || l->steps == 0))
+        return train_usage_error("%s: give --val-data or --val-split%s", on_val,
+                                 l->steps == 0 ? ", and steps to train" : "");
     if (train_opts_given(o, "early-stop-delta") && l->early_stop == 0)
         return train_usage_error("--early-stop-delta is the improvement --early-stop counts: "
                                  "give --early-stop P");
-    if (o->save_best && ((!r->val_data && r->val_split == 0) || l->steps == 0))
-        return train_usage_error("--save-best keeps the state of the lowest validation loss: "
-                                 "give --val-data or --val-split%s",
-                                 l->steps == 0 ? ", and steps to train" : "");
     if (l->steps > 0 && o->optim.schedule != NNT_SCHEDULE_CONSTANT &&
         o->optim.warmup_steps >= l->steps)
         return train_usage_error("--warmup %lld must be below --steps %lld with the %s "

@@ -501,7 +501,8 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     nnt_sft_options o;
     static const size_t older[] = {offsetof(nnt_sft_options, date),   /* before 0.3's date */
                                    offsetof(nnt_sft_options, assistant_only)};   /* 0.3 */
-    NNT_TRY(nnt_read_options_sizes(fn, opts, &defaults, &o, sizeof o, older, 2,
+    NNT_TRY(nnt_read_options_sizes(fn, opts, &defaults, &o, sizeof o, older,
+                                   sizeof older / sizeof *older,
                                    "initialise them with NNT_SFT_OPTIONS_INIT"));
     if ((unsigned)o.chat_template > NNT_CHAT_GPT_OSS)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);

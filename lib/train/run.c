@@ -470,7 +470,6 @@ NNT_API int nnt_trainer_open(nnt_ctx *ctx, const nnt_run_config *run,
 {
     const char *fn = "nnt_trainer_open";
     static const nnt_run_config run_defaults = NNT_RUN_CONFIG_INIT;
-    static const nnt_trainer_options defaults = NNT_TRAINER_OPTIONS_INIT;
     run_parts p;
     memset(&p, 0, sizeof p);
     p.ctx = ctx;
@@ -480,11 +479,10 @@ NNT_API int nnt_trainer_open(nnt_ctx *ctx, const nnt_run_config *run,
     NNT_TRY(nnt_ctx_check(ctx, fn));
     static const size_t run_older[] = {offsetof(nnt_run_config, freeze_mode),    /* 0.3 */
                                        offsetof(nnt_run_config, problem_type)};
-    NNT_TRY(nnt_read_options_sizes(fn, run, &run_defaults, &p.r, sizeof p.r, run_older, 2,
+    NNT_TRY(nnt_read_options_sizes(fn, run, &run_defaults, &p.r, sizeof p.r, run_older,
+                                   sizeof run_older / sizeof *run_older,
                                    "initialise it with NNT_RUN_CONFIG_INIT"));
-    NNT_TRY(nnt_read_options_sizes(fn, opts, &defaults, &p.o, sizeof p.o, nnt_trainer_options_sizes,
-                                   NNT_TRAINER_OPTIONS_OLDER,
-                                   "initialise them with NNT_TRAINER_OPTIONS_INIT"));
+    NNT_TRY(nnt_trainer_read_options(fn, opts, &p.o));
     if (p.o.batch < 1 || p.o.seq < 1 || p.o.accum < 1 || p.o.steps < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: batch, seq and accum must be >= 1, steps >= 0",
                         fn);

@@ -522,17 +522,24 @@ static int write_svg(nnt_trainer *tr)
     return rc;
 }
 
-const size_t nnt_trainer_options_sizes[NNT_TRAINER_OPTIONS_OLDER] = {
-    offsetof(nnt_trainer_options, dpo_beta),      /* before 0.3's DPO */
-    offsetof(nnt_trainer_options, simpo_gamma),   /* 0.3 */
-    offsetof(nnt_trainer_options, early_stop),    /* 0.4 before early stopping */
-};
+int nnt_trainer_read_options(const char *fn, const nnt_trainer_options *user,
+                             nnt_trainer_options *o)
+{
+    static const nnt_trainer_options defaults = NNT_TRAINER_OPTIONS_INIT;
+    static const size_t older[] = {
+        offsetof(nnt_trainer_options, dpo_beta),      /* before 0.3's DPO */
+        offsetof(nnt_trainer_options, simpo_gamma),   /* 0.3 */
+        offsetof(nnt_trainer_options, early_stop),    /* 0.4 before early stopping */
+    };
+    return nnt_read_options_sizes(fn, user, &defaults, o, sizeof *o, older,
+                                  sizeof older / sizeof *older,
+                                  "initialise them with NNT_TRAINER_OPTIONS_INIT");
+}
 
 NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
                                const nnt_trainer_options *opts, nnt_trainer **out)
 {
     const char *fn = "nnt_trainer_create";
-    static const nnt_trainer_options defaults = NNT_TRAINER_OPTIONS_INIT;
     if (!out)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
@@ -540,9 +547,7 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
     if (!model)
         return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: model is NULL", fn);
     nnt_trainer_options o;
-    NNT_TRY(nnt_read_options_sizes(fn, opts, &defaults, &o, sizeof o, nnt_trainer_options_sizes,
-                                   NNT_TRAINER_OPTIONS_OLDER,
-                                   "initialise them with NNT_TRAINER_OPTIONS_INIT"));
+    NNT_TRY(nnt_trainer_read_options(fn, opts, &o));
     /* the step's gradients are the sum of its accum micro-batches' and the optimizer divides
      * them by its accum_steps: another count would scale them (SGD's rate, the clipping) */
     if (o.accum >= 1 && o.accum != opt->opts.accum_steps)

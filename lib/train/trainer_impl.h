@@ -125,10 +125,11 @@ nnt_data *nnt_trainer_val_source(const nnt_trainer *tr);
 int nnt_held_out_in_rows(int pairs, const nnt_data *val);
 /* NNT_OK for a trainer (and its context), else a failure naming fn (trainer.c). */
 int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
-/* The sizes nnt_trainer_options had in older releases, which nnt_trainer_create and
- * nnt_trainer_open accept (the fields after them get their defaults). */
-#define NNT_TRAINER_OPTIONS_OLDER 3
-extern const size_t nnt_trainer_options_sizes[NNT_TRAINER_OPTIONS_OLDER];
+/* The caller's trainer options (NULL: NNT_TRAINER_OPTIONS_INIT) into *o, errors naming fn;
+ * a program of an older release passes the size they had then and gets the defaults of the
+ * fields added since (nnt_trainer_create and nnt_trainer_open). */
+int nnt_trainer_read_options(const char *fn, const nnt_trainer_options *user,
+                             nnt_trainer_options *o);
 /* The optimizer's updates done (trainer.c). */
 int64_t nnt_trainer_steps(const nnt_trainer *tr);
 /* 1 when each step's last backward updates the parameters (trainer.c). */
