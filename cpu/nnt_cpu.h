@@ -748,10 +748,12 @@ void nnt_cpu_row_softmax_grad_f32(int64_t n, float *p, float *ds, float lse, flo
  * logits: (rows, nv) with leading dim ld, columns are vocabulary ids [v0, v0 + nv).
  * targets: (rows) int32; a row whose target == ignore_index contributes nothing.
  * m, s: running max and sum of exp(logit - m) per row (caller sets m = -INFINITY, s = 0);
- * tgt: the target's logit, written by the block that holds the target.                    */
+ * tgt: the target's logit, written by the block that holds the target.
+ * d (NULL: none; for label smoothing): the sum of logit - m over the ids seen, [0, v0 + nv)
+ * after the block (the blocks in increasing order from v0 = 0; set by the first).          */
 void nnt_cpu_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, float *m, float *s,
-                                float *tgt);
+                                float *tgt, float *d);
 /* loss[r] = m[r] + log(s[r]) - tgt[r], or 0 where targets[r] == ignore_index;
  * lse[r] = m[r] + log(s[r]) for every row (lse may be NULL: not written)              set */
 void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
@@ -763,6 +765,20 @@ void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
                                 int64_t ld, const int32_t *targets, int32_t ignore_index,
                                 const float *m, const float *s, const float *w, float scale,
                                 float *dlogits);
+/* Label smoothing eps over a vocabulary of V ids (the target distribution (1 - eps) one-hot +
+ * eps / V): loss[r] = (1 - eps) loss[r] + eps (log s[r] - d[r] / V) (= lse - mean logit) for
+ * the rows not ignored; loss from nnt_cpu_xent_loss_f32, s and d of the whole row.
+ *                                                                             loss updated */
+void nnt_cpu_xent_smooth_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
+                                  float eps, int64_t vocab, const float *s, const float *d,
+                                  float *loss);
+/* After nnt_cpu_xent_bwd_block_f32 on the same block: the rows not ignored get
+ * - scale w[r] eps / V everywhere and + scale w[r] eps at their target, making the gradient
+ * scale w[r] (softmax - (1 - eps) one-hot - eps / V)                                 dlogits += */
+void nnt_cpu_xent_smooth_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
+                                       const int32_t *targets, int32_t ignore_index,
+                                       const float *w, float scale, float eps, int64_t vocab,
+                                       float *dlogits, int64_t ld);
 
 /* ---- embedding, table split over vocabulary blocks -------------------------------------------
  * table: (nv, nc) rows for vocabulary ids [v0, v0 + nv), leading dim ldt.

@@ -29,18 +29,25 @@ __device__ __forceinline__ void lse_merge(float &m1, float &s1, float m2, float 
     m1 = mx;
 }
 
+/* d (NULL: none; label smoothing): the sum of logit - m over the ids [0, v0 + nv), moved
+ * from the old m to the new as nnt_cpu_xent_fwd_block_f32 does (the block's raw sum in
+ * double, then less nv m). */
 __global__ void xent_fwd_kernel(int64_t rows, int64_t nv, int64_t v0,
                                 const float *__restrict__ logits, int64_t ld,
                                 const int32_t *__restrict__ targets, float *__restrict__ m,
-                                float *__restrict__ s, float *__restrict__ tgt)
+                                float *__restrict__ s, float *__restrict__ tgt,
+                                float *__restrict__ d)
 {
     __shared__ float sm[kThreads / 32], ss[kThreads / 32];
+    __shared__ double sx[kThreads / 32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float *row = logits + r * ld;
         float mt = -INFINITY, st = 0.0f;
+        double xt = 0.0;
         for (int64_t j = tid; j < nv; j += kThreads) {
             const float x = row[j];
+            xt += x;
             if (x > mt) {
                 st = st * expf(mt - x) + 1.0f; /* mt == -inf: 0 * 0 + 1 */
                 mt = x;
@@ -52,20 +59,32 @@ __global__ void xent_fwd_kernel(int64_t rows, int64_t nv, int64_t v0,
             float mo = __shfl_xor_sync(0xffffffffu, mt, off);
             float so = __shfl_xor_sync(0xffffffffu, st, off);
             lse_merge(mt, st, mo, so);
+            xt += __shfl_xor_sync(0xffffffffu, xt, off);
         }
         if (lane == 0) {
             sm[warp] = mt;
             ss[warp] = st;
+            sx[warp] = xt;
         }
         __syncthreads();
         if (tid == 0) {
             float bm = sm[0], bs = ss[0];
-            for (int w = 1; w < kThreads / 32; ++w)
+            double bx = sx[0];
+            for (int w = 1; w < kThreads / 32; ++w) {
                 lse_merge(bm, bs, sm[w], ss[w]);
-            float rm = m[r], rs = s[r];
+                bx += sx[w];
+            }
+            const float mold = m[r];
+            float rm = mold, rs = s[r];
             lse_merge(rm, rs, bm, bs);
             m[r] = rm;
             s[r] = rs;
+            if (d) {
+                const double moved = v0 > 0 && mold != -INFINITY
+                                         ? (double)d[r] - (double)v0 * ((double)rm - mold)
+                                         : 0.0;
+                d[r] = (float)(moved + (bx - (double)nv * rm));
+            }
             const int64_t t = targets[r];
             if (t >= v0 && t < v0 + nv)
                 tgt[r] = row[t - v0];
@@ -114,19 +133,54 @@ __global__ void xent_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
     }
 }
 
+__global__ void xent_smooth_loss_kernel(int64_t rows, const int32_t *__restrict__ targets,
+                                        int32_t ignore_index, float eps, int64_t vocab,
+                                        const float *__restrict__ s,
+                                        const float *__restrict__ d, float *__restrict__ loss)
+{
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
+         r += (int64_t)gridDim.x * blockDim.x) {
+        if (targets[r] == ignore_index)
+            continue;
+        const float uniform = logf(s[r]) - d[r] / (float)vocab;   /* lse - mean logit */
+        loss[r] = (1.0f - eps) * loss[r] + eps * uniform;
+    }
+}
+
+__global__ void xent_smooth_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
+                                       const int32_t *__restrict__ targets,
+                                       int32_t ignore_index, const float *__restrict__ w,
+                                       float scale, float eps, int64_t vocab, float *dlogits,
+                                       int64_t ld)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int32_t t = targets[r];
+        if (t == ignore_index)
+            continue;
+        const float sr = w ? scale * w[r] : scale;
+        const float uniform = sr * eps / (float)vocab;
+        float *drow = dlogits + r * ld;
+        const int64_t jt = (int64_t)t - v0;
+        for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+            const float g = drow[j] - uniform;
+            drow[j] = j == jt ? g + sr * eps : g;
+        }
+    }
+}
+
 } /* namespace */
 
 extern "C" int nnt_cuda_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
                                            const float *logits, int64_t ld,
                                            const int32_t *targets, float *m, float *s,
-                                           float *tgt, cudaStream_t stream)
+                                           float *tgt, float *d, cudaStream_t stream)
 {
     if (rows < 0 || nv < 0)
         return -1;
     if (rows == 0 || nv == 0)
         return 0;
     xent_fwd_kernel<<<row_grid(rows), kThreads, 0, stream>>>(rows, nv, v0, logits, ld, targets, m,
-                                                             s, tgt);
+                                                             s, tgt, d);
     return launch_status();
 }
 
@@ -159,5 +213,37 @@ extern "C" int nnt_cuda_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
         return 0;
     xent_bwd_kernel<<<row_grid(rows), kThreads, 0, stream>>>(rows, nv, v0, logits, ld, targets,
                                                              ignore_index, m, s, w, scale, dlogits);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_xent_smooth_loss_f32(int64_t rows, const int32_t *targets,
+                                             int32_t ignore_index, float eps, int64_t vocab,
+                                             const float *s, const float *d, float *loss,
+                                             cudaStream_t stream)
+{
+    if (rows < 0 || vocab < 1)
+        return -1;
+    if (rows == 0)
+        return 0;
+    int64_t b = (rows + kThreads - 1) / kThreads;
+    if (b > (int64_t)1 << 19)
+        b = (int64_t)1 << 19;
+    xent_smooth_loss_kernel<<<(unsigned)b, kThreads, 0, stream>>>(rows, targets, ignore_index,
+                                                                  eps, vocab, s, d, loss);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_xent_smooth_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
+                                                  const int32_t *targets, int32_t ignore_index,
+                                                  const float *w, float scale, float eps,
+                                                  int64_t vocab, float *dlogits, int64_t ld,
+                                                  cudaStream_t stream)
+{
+    if (rows < 0 || nv < 0 || vocab < 1)
+        return -1;
+    if (rows == 0 || nv == 0)
+        return 0;
+    xent_smooth_bwd_kernel<<<row_grid(rows), kThreads, 0, stream>>>(
+        rows, nv, v0, targets, ignore_index, w, scale, eps, vocab, dlogits, ld);
     return launch_status();
 }

@@ -452,6 +452,22 @@ NNT_API int nnt_tensor_cross_entropy_backward_ex(nnt_tensor *logits, nnt_tensor 
                                                  int32_t ignore_index, nnt_tensor *lse,
                                                  double scale, nnt_tensor *weights,
                                                  nnt_tensor *dlogits);
+/* Label smoothing (new in 0.4): the cross-entropy against (1 - epsilon) onehot(targets) +
+ * epsilon / V, epsilon in [0, 1) (torch's cross_entropy(label_smoothing=epsilon),
+ * transformers' LabelSmoother): loss[r] = (1 - epsilon) (lse[r] - logits[r, targets[r]]) +
+ * epsilon (lse[r] - the mean of logits[r, :]), 0 where targets[r] == ignore_index; lse as
+ * nnt_tensor_cross_entropy's. epsilon 0: nnt_tensor_cross_entropy. */
+NNT_API int nnt_tensor_cross_entropy_smoothed(nnt_tensor *logits, nnt_tensor *targets,
+                                              int32_t ignore_index, double epsilon,
+                                              nnt_tensor *loss, nnt_tensor *lse);
+/* Its gradient: dlogits = scale weights[r] (softmax(logits) - (1 - epsilon) onehot(targets)
+ * - epsilon / V), 0 on ignored rows (written); weights NULL: every row 1; dlogits may be
+ * logits. epsilon 0: nnt_tensor_cross_entropy_backward_ex. */
+NNT_API int nnt_tensor_cross_entropy_smoothed_backward(nnt_tensor *logits, nnt_tensor *targets,
+                                                       int32_t ignore_index, nnt_tensor *lse,
+                                                       double epsilon, double scale,
+                                                       nnt_tensor *weights,
+                                                       nnt_tensor *dlogits);
 
 /* Sum of squares of every element of n tensors (any shapes and tilings), e.g. for the
  * global gradient norm. Waits for the result; summed in a fixed order (deterministic). */
@@ -781,6 +797,12 @@ NNT_API int nnt_layer_target_losses(nnt_layer *layer, float *losses, int64_t n);
  * losses made of per-sequence log-likelihoods (preference optimization, nnt_trainer's
  * dpo_beta): d loss / d loss_t given as weights. */
 NNT_API int nnt_layer_set_target_weights(nnt_layer *layer, const float *weights, int64_t n);
+/* Label smoothing of the cross-entropy layer that takes layer's targets (new in 0.4): the
+ * next forwards' losses (nnt_layer_loss, nnt_layer_target_losses) and their backwards are
+ * those of nnt_tensor_cross_entropy_smoothed with this epsilon in [0, 1) (transformers'
+ * label_smoothing_factor); 0 (a new layer's): none. NNT_E_INVAL when layer computes no
+ * cross-entropy (a classifier's or reward model's pooled loss, no loss layer). */
+NNT_API int nnt_layer_set_label_smoothing(nnt_layer *layer, double epsilon);
 /* Given dy = d loss / d y of the last forward (NULL for a layer with targets: the gradient
  * of the mean loss), add the parameter gradients and return dx = d loss / d x (owned by
  * the layer; dx may be NULL; the embedding has no dx and sets *dx = NULL). Each backward

@@ -887,9 +887,10 @@ int nnt_insert_attn_bwd_band(nnt_ctx *ctx, const struct nnt_attn_band_task *t,
 /* lib/codelets/xent.c */
 int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
                               int init);
-int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index);
+int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index,
+                           float eps, int64_t vocab);
 int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
-                              int32_t ignore_index, float scale);
+                              int32_t ignore_index, float scale, float eps, int64_t vocab);
 
 /* ---- helpers for tensor operations (lib/ops/common.c) --------------------------------- */
 

@@ -114,6 +114,8 @@ static void *failing_malloc(size_t n)
 #define TOL_FD_XENT 4e-10        /* norm, float64 vs central differences; measured 3.7e-11 */
 #define TOL_XENT_LOSS 8e-6       /* lo 0.1; measured 7.6e-7 */
 #define TOL_XENT_DX 1.4e-5       /* lo 0.01; measured 1.4e-6 */
+#define TOL_XENT_SMOOTH_LOSS 1.7e-6 /* eps 0.3, lo 0.1; measured 1.65e-7 */
+#define TOL_XENT_SMOOTH_DX 7.7e-6   /* lo 0.01; measured 7.7e-7 */
 #define TOL_EMB_SCATTER 1.6e-5   /* lo 0.1; measured 1.6e-6 */
 #define TOL_ADAM_P 1.2e-6        /* norm; measured 1.2e-7 */
 #define TOL_ADAM_M 1e-6          /* norm; measured 1.0e-7 */
@@ -185,6 +187,13 @@ static float *dup_f(int64_t n, const float *x)
 {
     float *y = alloc_f(n);
     memcpy(y, x, (size_t)n * sizeof(float));
+    return y;
+}
+
+static double *dup_d(int64_t n, const double *x)
+{
+    double *y = alloc_d(n);
+    memcpy(y, x, (size_t)n * sizeof(double));
     return y;
 }
 
@@ -1757,11 +1766,36 @@ START_TEST(test_xent_ref_fd)
 }
 END_TEST
 
+/* Label smoothing eps on top of the plain references: loss (1 - eps) loss + eps (lse - mean x),
+ * dx - scale eps / V everywhere, + scale eps at the target, on the rows not ignored. */
+static void ref_smooth(int64_t rows, int64_t V, const double *x, const int32_t *t, int32_t ign,
+                       double scale, double eps, double *loss, double *dx)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        if (t[r] == ign)
+            continue;
+        const double *xr = x + r * V;
+        double mx = -INFINITY, s = 0.0, sum = 0.0;
+        for (int64_t j = 0; j < V; j++)
+            mx = fmax(mx, xr[j]), sum += xr[j];
+        for (int64_t j = 0; j < V; j++)
+            s += exp(xr[j] - mx);
+        loss[r] = (1 - eps) * loss[r] + eps * (mx + log(s) - sum / V);
+        for (int64_t j = 0; j < V; j++)
+            dx[r * V + j] += scale * (eps * (j == t[r]) - eps / V);
+    }
+}
+
 static void check_xent(int64_t rows, int64_t V, int32_t ign)
 {
     int64_t ld = V + 3; /* leading dim wider than the vocabulary */
+    const float eps = 0.3f;
     float *x = rand_f(rows * ld, -6, 6), *m = alloc_f(rows), *s = alloc_f(rows);
     float *tgt = alloc_f(rows), *loss = alloc_f(rows), *dx = alloc_f(rows * ld);
+    float *d = alloc_f(rows);
+    for (int64_t r = 0; r < rows; r++)   /* a row of large logits: their mean is cancelled */
+        for (int64_t j = 0; r == 0 && j < V; j++)
+            x[j] += 70.0f;
     int32_t *t = malloc((size_t)rows * sizeof(int32_t));
     ck_assert_ptr_nonnull(t);
     int64_t nvalid = 0;
@@ -1776,6 +1810,8 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
         for (int64_t j = 0; j < V; j++)
             xd[r * V + j] = x[r * ld + j];
     ref_xent(rows, V, xd, t, ign, scale, rloss, rdx);
+    double *sloss = dup_d(rows, rloss), *sdx = dup_d(rows * V, rdx);
+    ref_smooth(rows, V, xd, t, ign, scale, eps, sloss, sdx);
     int64_t *b = malloc((size_t)(V + 1) * sizeof(int64_t));
     ck_assert_ptr_nonnull(b);
     char what[96];
@@ -1790,12 +1826,19 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
             dx[i] = 7.0f;
             rdx_ld[i] = 7.0;
         }
-        for (int c = 0; c < nb; c++)
-            nnt_cpu_xent_fwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, m, s, tgt);
+        for (int c = 0; c < nb; c++)   /* d: the sums label smoothing needs, mode 1 none */
+            nnt_cpu_xent_fwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, m, s, tgt,
+                                       mode == 1 ? NULL : d);
         nnt_cpu_xent_loss_f32(rows, t, ign, m, s, tgt, loss, NULL);
         snprintf(what, sizeof what, "xent loss rows=%lld V=%lld ign=%d split=%d",
                  (long long)rows, (long long)V, (int)ign, mode);
         expect_close(what, rows, loss, rloss, TOL_XENT_LOSS, 0.1);
+        if (mode != 1) {
+            nnt_cpu_xent_smooth_loss_f32(rows, t, ign, eps, V, s, d, loss);
+            snprintf(what, sizeof what, "smoothed xent loss rows=%lld V=%lld ign=%d split=%d",
+                     (long long)rows, (long long)V, (int)ign, mode);
+            expect_close(what, rows, loss, sloss, TOL_XENT_SMOOTH_LOSS, 0.1);
+        }
         for (int c = 0; c < nb; c++)
             nnt_cpu_xent_bwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, ign, m, s,
                                        NULL, scale, dx + b[c]);
@@ -1805,6 +1848,19 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
         snprintf(what, sizeof what, "xent dlogits rows=%lld V=%lld ign=%d split=%d",
                  (long long)rows, (long long)V, (int)ign, mode);
         expect_close(what, rows * ld, dx, rdx_ld, TOL_XENT_DX, 0.01);
+        if (mode == 1)
+            continue;
+        float *ds = dup_f(rows * ld, dx);
+        for (int c = 0; c < nb; c++)
+            nnt_cpu_xent_smooth_bwd_block_f32(rows, b[c + 1] - b[c], b[c], t, ign, NULL, scale,
+                                              eps, V, ds + b[c], ld);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < V; j++)
+                rdx_ld[r * ld + j] = sdx[r * V + j];
+        snprintf(what, sizeof what, "smoothed xent dlogits rows=%lld V=%lld ign=%d split=%d",
+                 (long long)rows, (long long)V, (int)ign, mode);
+        expect_close(what, rows * ld, ds, rdx_ld, TOL_XENT_SMOOTH_DX, 0.01);
+        free(ds);
     }
     /* in place: dlogits written over the logits, block by block */
     float *xi = dup_f(rows * ld, x);
@@ -1816,7 +1872,7 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
         ck_assert(memcmp(xi + r * ld, dx + r * ld, (size_t)V * sizeof(float)) == 0);
     free(xi);
     free(x), free(m), free(s), free(tgt), free(loss), free(dx), free(t), free(xd), free(rloss);
-    free(rdx), free(rdx_ld), free(b);
+    free(rdx), free(rdx_ld), free(b), free(d), free(sloss), free(sdx);
 }
 
 START_TEST(test_xent)
@@ -2368,7 +2424,7 @@ START_TEST(test_isa_paths)
                 xs[path][0][r] = -INFINITY, xs[path][1][r] = 0.0f, xs[path][2][r] = 0.0f;
             for (int c = 0; c < 2; c++)
                 nnt_cpu_xent_fwd_block_f32(rows, n, c * n, lg + c * n, ld, t, xs[path][0],
-                                           xs[path][1], xs[path][2]);
+                                           xs[path][1], xs[path][2], NULL);
             dl[path] = alloc_f(rows * ld);
             for (int c = 0; c < 2; c++)
                 nnt_cpu_xent_bwd_block_f32(rows, n, c * n, lg + c * n, ld, t, -100, xs[0][0],

@@ -1856,8 +1856,8 @@ START_TEST(test_xent)
             for (int blk = 0; blk < 2; blk++) {
                 int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
                 NNT_OK(nnt_cuda_xent_fwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, d_m, d_s,
-                                                   d_tgt, g_stream));
-                nnt_cpu_xent_fwd_block_f32(rows, nv, v0, logits + v0, ld, tg, m, s, tgt);
+                                                   d_tgt, NULL, g_stream));
+                nnt_cpu_xent_fwd_block_f32(rows, nv, v0, logits + v0, ld, tg, m, s, tgt, NULL);
             }
             got = fetch(d_m, rows);
             check_exact_f("xent m", got, m, rows);
@@ -1937,6 +1937,76 @@ START_TEST(test_xent)
             free(tgt);
             free(loss);
             free(dl);
+        }
+}
+END_TEST
+
+/* Label smoothing: the forward blocks' sums d of logit - m (in three blocks, a row of large
+ * logits), the smoothed loss and the smoothed gradient's correction, against the CPU's. */
+START_TEST(test_xent_smooth)
+{
+    static const int64_t rows_[] = {1, 17, 61};
+    static const int64_t vs[] = {5, 130, 5003};
+    const float eps = 0.2f;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            int64_t rows = rows_[a], V = vs[b], ld = V + 1;
+            int64_t bounds[4] = {0, V / 4, V / 2 + 1, V};
+            const int32_t ignore = -100;
+            rng_seed(900 + 3 * a + b);
+            float *logits = rand_f(rows * ld, -6.0f, 6.0f);
+            for (int64_t j = 0; j < V; j++)
+                logits[j] += 60.0f;
+            int32_t *tg = xmalloc((size_t)rows * 4);
+            for (int64_t r = 0; r < rows; r++)
+                tg[r] = (r % 4 == 3) ? ignore : (int32_t)(rng_u64() % (uint64_t)V);
+            float *st[4];   /* m, s, tgt, d */
+            float *dv[4];
+            for (int i = 0; i < 4; i++) {
+                st[i] = xmalloc((size_t)rows * 4);
+                for (int64_t r = 0; r < rows; r++)
+                    st[i][r] = i == 0 ? -INFINITY : 0.0f;
+                dv[i] = dup_d(st[i], rows);
+            }
+            float *d_lg = dup_d(logits, rows * ld);
+            int32_t *d_tg = dup_i(tg, rows);
+            for (int k = 0; k < 3; k++) {
+                int64_t v0 = bounds[k], nv = bounds[k + 1] - v0;
+                NNT_OK(nnt_cuda_xent_fwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, dv[0],
+                                                   dv[1], dv[2], dv[3], g_stream));
+                nnt_cpu_xent_fwd_block_f32(rows, nv, v0, logits + v0, ld, tg, st[0], st[1],
+                                           st[2], st[3]);
+            }
+            float *got = fetch(dv[3], rows);
+            check_close("xent d", got, st[3], rows, 1e-5, 1e-4);
+            free(got);
+            upload(dv[1], st[1], (size_t)rows * 4);   /* the CPU's s and d from here */
+            upload(dv[3], st[3], (size_t)rows * 4);
+            float *loss = rand_f(rows, 0.0f, 5.0f), *d_loss = dup_d(loss, rows);
+            NNT_OK(nnt_cuda_xent_smooth_loss_f32(rows, d_tg, ignore, eps, V, dv[1], dv[3],
+                                                 d_loss, g_stream));
+            nnt_cpu_xent_smooth_loss_f32(rows, tg, ignore, eps, V, st[1], st[3], loss);
+            got = fetch(d_loss, rows);
+            check_close("xent smoothed loss", got, loss, rows, 1e-6, 1e-6);
+            free(got);
+            const float scale = 1.0f / (float)rows;
+            float *w = rand_f(rows, -2.0f, 2.0f), *d_w = dup_d(w, rows);
+            float *dl = rand_f(rows * ld, -1.0f, 1.0f), *d_dl = dup_d(dl, rows * ld);
+            for (int k = 0; k < 3; k++) {
+                int64_t v0 = bounds[k], nv = bounds[k + 1] - v0;
+                NNT_OK(nnt_cuda_xent_smooth_bwd_block_f32(rows, nv, v0, d_tg, ignore,
+                                                          k == 1 ? NULL : d_w, scale, eps, V,
+                                                          d_dl + v0, ld, g_stream));
+                nnt_cpu_xent_smooth_bwd_block_f32(rows, nv, v0, tg, ignore, k == 1 ? NULL : w,
+                                                  scale, eps, V, dl + v0, ld);
+            }
+            got = fetch(d_dl, rows * ld);
+            check_close("xent smoothed dlogits", got, dl, rows * ld, 1e-6, 1e-6 * scale);
+            free(got);
+            for (int i = 0; i < 4; i++)
+                free(st[i]), dfree(dv[i]);
+            dfree(d_lg), dfree(d_tg), dfree(d_loss), dfree(d_w), dfree(d_dl);
+            free(logits), free(tg), free(loss), free(w), free(dl);
         }
 }
 END_TEST
@@ -2520,6 +2590,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_attention_products);
     tcase_add_test(tc, test_rope_positions);
     tcase_add_test(tc, test_xent);
+    tcase_add_test(tc, test_xent_smooth);
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_sumsq);
     tcase_add_test(tc, test_optim);

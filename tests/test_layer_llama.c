@@ -31,6 +31,8 @@
                             * post_attention_layernorm, depending on model and tiling): 8.6e-7;
                             * qwen3 (k_norm, k_proj.bias): 1.3e-6 (Zen 4, every BLIS set and
                             * NNT_GEMM=blis, 2026-11-26) */
+#define SMOOTH_LOSS_TOL 8.3e-7 /* relative, label smoothing: 8.3e-8 (gqa) */
+#define SMOOTH_GRAD_TOL 1.1e-5 /* normwise relative: 1.06e-6 (mqa k_proj.bias) */
 #define ADAMW_TOL 5.7e-6   /* max |loss - fixture| over 10 steps: 5.7e-7; qwen3 9.5e-7 */
 
 typedef struct fix_model {
@@ -256,6 +258,75 @@ START_TEST(test_reference)
 }
 END_TEST
 
+/* ---- label smoothing ------------------------------------------------------------------------ */
+
+/* _i = model (gqa, mqa) * 3 + tiling: the loss and every gradient with
+ * nnt_layer_set_label_smoothing against transformers' LabelSmoother on the same model
+ * (tests/fixtures/smoothing: targets with 3 ignored positions, eps 0.1 and 0.25), through
+ * nnt-train's path (nnt_layer_clear_grad). */
+START_TEST(test_smoothed)
+{
+    const fix_model *m = &MODELS[_i / 3];
+    int ti = _i % 3;
+    nnt_st_reader *r = fixture_open_st_path(fixture_path_in("smoothing", m->name,
+                                                            "safetensors"));
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
+    float *eps = fixture_read_n(r, "eps", NNT_IO_F32, NULL);
+    float *want_loss = fixture_read_n(r, "loss", NNT_IO_F32, NULL);
+    nnt_layer *l = load(m, &TILINGS[ti].t);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, (int64_t[2]){1, 4});
+    double loss = 0.0, eg = 0.0;
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    EXPECT_OK(nnt_layer_set_label_smoothing(l, eps[0]));
+    EXPECT_OK(nnt_layer_clear_grad(l));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_loss(l, &loss));
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    double eloss = fabs(loss - want_loss[0]) / want_loss[0];
+    char worst[300] = "";
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        char name[256], gname[300];
+        hf_name(m, p.name, name, sizeof name);
+        snprintf(gname, sizeof gname, "grad.%s", name);
+        int64_t ng = 0, nw = 0;
+        float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw);
+        float *got = test_to_host(p.grad, &ng);
+        ck_assert_int_eq(ng, nw);
+        double e = test_rel_err(got, want, ng);
+        if (e >= eg) {
+            eg = e;
+            snprintf(worst, sizeof worst, "%s", name);
+        }
+        free(want);
+        free(got);
+    }
+    printf("test_layer_llama %s smoothed %g, tiling %d: loss rel %.2e, worst gradient rel "
+           "%.2e (%s)\n", m->name, (double)eps[0], ti, eloss, eg, worst);
+    EXPECT_TOL(eloss, SMOOTH_LOSS_TOL, "%s tiling %d: smoothed loss", m->name, ti);
+    EXPECT_TOL(eg, SMOOTH_GRAD_TOL, "%s tiling %d: smoothed gradient of %s", m->name, ti,
+               worst);
+    /* off again: the plain loss of the same targets, above the smoothed one's difference */
+    double plain = 0.0;
+    EXPECT_OK(nnt_layer_set_label_smoothing(l, 0.0));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_loss(l, &plain));
+    ck_assert_msg(fabs(plain - loss) > 1e-5 * loss, "smoothing off: loss %.9g, smoothed %.9g",
+                  plain, loss);
+    EXPECT_FAIL_MSG(nnt_layer_set_label_smoothing(l, 1.0), NNT_E_INVAL, "outside [0, 1)");
+    EXPECT_FAIL_MSG(nnt_layer_set_label_smoothing(l, -0.1), NNT_E_INVAL, "outside [0, 1)");
+    free(tok), free(tgt), free(eps), free(want_loss);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
 /* ---- 10 AdamW steps ----------------------------------------------------------------------- */
 
 /* _i = model * 4 + (weight decay 0.1) * 2 + clear: gradients cleared before each step by
@@ -306,6 +377,7 @@ static Suite *llama_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_reference, 0, 3 * NMODELS);
     tcase_add_loop_test(tc, test_adamw, 0, 4 * NMODELS);
+    tcase_add_loop_test(tc, test_smoothed, 0, 2 * 3);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -68,6 +68,8 @@
 #define TOL_XE_AGREE_LOSS 1e-7   /* measured 1.1e-8 */
 #define TOL_XE_AGREE_LSE 5e-8    /* measured 5.2e-9 */
 #define TOL_XE_AGREE_DX 1e-6     /* measured 9.8e-8 */
+#define TOL_XE_SMOOTH_LOSS 4.1e-7        /* eps 0.37: measured 4.1e-8 */
+#define TOL_XE_SMOOTH_AGREE_LOSS 3.9e-7  /* measured 3.9e-8 */
 
 static nnt_ctx *ctx;
 
@@ -269,32 +271,37 @@ static void attn_bwd_ref(int64_t nbh, int64_t t, int64_t hd, double scale, const
     free(lse);
 }
 
+/* The cross-entropy against (1 - eps) onehot + eps / nv: (1 - eps) (lse - x_t) +
+ * eps (lse - mean x) (eps 0: the plain one). */
 static void xent_fwd_ref(int64_t rows, int64_t nv, const double *x, const int32_t *tg,
-                         int32_t ignore, double *loss, double *lse)
+                         int32_t ignore, double eps, double *loss, double *lse)
 {
     for (int64_t r = 0; r < rows; r++) {
         const double *xr = x + r * nv;
-        double mx = -INFINITY, sum = 0;
+        double mx = -INFINITY, sum = 0, sumx = 0;
         for (int64_t j = 0; j < nv; j++)
-            mx = fmax(mx, xr[j]);
+            mx = fmax(mx, xr[j]), sumx += xr[j];
         for (int64_t j = 0; j < nv; j++)
             sum += exp(xr[j] - mx);
         double l = mx + log(sum);
         if (lse)
             lse[r] = l;
-        loss[r] = tg[r] == ignore ? 0.0 : l - xr[tg[r]];
+        loss[r] = tg[r] == ignore ? 0.0 : (1 - eps) * (l - xr[tg[r]]) + eps * (l - sumx / nv);
     }
 }
 
+/* scale w[r] (softmax - (1 - eps) onehot - eps / nv); w NULL: 1 */
 static void xent_bwd_ref(int64_t rows, int64_t nv, const double *x, const int32_t *tg,
-                         int32_t ignore, double scale, double *dx)
+                         int32_t ignore, double eps, double scale, const float *w, double *dx)
 {
     double *loss = malloc((size_t)rows * sizeof *loss), *lse = malloc((size_t)rows * sizeof *lse);
-    xent_fwd_ref(rows, nv, x, tg, ignore, loss, lse);
+    xent_fwd_ref(rows, nv, x, tg, ignore, eps, loss, lse);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < nv; j++)
             dx[r * nv + j] = tg[r] == ignore ? 0.0
-                             : scale * (exp(x[r * nv + j] - lse[r]) - (j == tg[r]));
+                             : scale * (w ? w[r] : 1.0) *
+                                   (exp(x[r * nv + j] - lse[r]) - (1 - eps) * (j == tg[r]) -
+                                    eps / nv);
     free(loss);
     free(lse);
 }
@@ -368,14 +375,16 @@ static double attn_loss(void *p)
 struct xent_case {
     double x[12];
     int32_t tg[3];
+    double eps;
+    float w[3];
 };
 
 static double xent_loss(void *p)
 {
     struct xent_case *s = p;
     double loss[3];
-    xent_fwd_ref(3, 4, s->x, s->tg, -100, loss, NULL);
-    return 0.25 * (loss[0] + loss[1] + loss[2]);
+    xent_fwd_ref(3, 4, s->x, s->tg, -100, s->eps, loss, NULL);
+    return 0.25 * (s->w[0] * loss[0] + s->w[1] * loss[1] + s->w[2] * loss[2]);
 }
 
 START_TEST(references_match_finite_differences)
@@ -409,12 +418,16 @@ START_TEST(references_match_finite_differences)
     expect_fd("attention dk", attn_loss, &at, at.k, dk, 24, TOL_FD_AT_DK);
     expect_fd("attention dv", attn_loss, &at, at.v, dv, 24, TOL_FD_AT_DV);
 
-    struct xent_case xc = {{0}, {2, -100, 0}};
+    struct xent_case xc = {{0}, {2, -100, 0}, 0.0, {1, 1, 1}};
     for (int i = 0; i < 12; i++)
         xc.x[i] = 6 * test_rand(&st) - 3;
     double dl[12];
-    xent_bwd_ref(3, 4, xc.x, xc.tg, -100, 0.25, dl);
+    xent_bwd_ref(3, 4, xc.x, xc.tg, -100, 0.0, 0.25, NULL, dl);
     expect_fd("cross-entropy dlogits", xent_loss, &xc, xc.x, dl, 12, TOL_FD_XENT);
+    /* label smoothing 0.3, rows weighted */
+    xc.eps = 0.3, xc.w[0] = 0.7f, xc.w[1] = 2.0f, xc.w[2] = -1.5f;
+    xent_bwd_ref(3, 4, xc.x, xc.tg, -100, 0.3, 0.25, xc.w, dl);
+    expect_fd("smoothed cross-entropy dlogits", xent_loss, &xc, xc.x, dl, 12, TOL_FD_XENT);
 }
 END_TEST
 
@@ -984,9 +997,12 @@ static const int64_t xe_tilings[][3] = {
 };
 #define XE_NT ((int)(sizeof xe_tilings / sizeof *xe_tilings))
 
+/* _i: in place (dlogits is logits) + 2 * smoothed (nnt_tensor_cross_entropy_smoothed, eps
+ * 0.37, and its backward with per-row weights) */
 START_TEST(cross_entropy_matches_reference_for_every_tiling)
 {
-    int in_place = _i;   /* 1: dlogits is logits */
+    int in_place = _i & 1, smoothed = _i >> 1;
+    double eps = smoothed ? 0.37 : 0.0;
     const int64_t ls[3] = {XE_A, XE_B, XE_V};
     float *x = test_random_f32(XE_N, 41, -4, 4);
     for (int j = 0; j < XE_V; j++)   /* a row with large logits: the max must be subtracted */
@@ -1000,10 +1016,11 @@ START_TEST(cross_entropy_matches_reference_for_every_tiling)
     }
     tg[0] = 0, tg[3] = XE_V - 1, tg[6] = 9;   /* first, last, a tile boundary (V tiles of 10) */
     double scale = 1.0 / nvalid;
+    float *w = smoothed ? test_random_f32(XE_R, 47, -2, 2) : NULL;
     double *xd = test_to_double(x, XE_N), *loss_ref = test_zeros(XE_R), *lse_ref = test_zeros(XE_R),
            *dx_ref = test_zeros(XE_N);
-    xent_fwd_ref(XE_R, XE_V, xd, tg, XE_IGNORE, loss_ref, lse_ref);
-    xent_bwd_ref(XE_R, XE_V, xd, tg, XE_IGNORE, scale, dx_ref);
+    xent_fwd_ref(XE_R, XE_V, xd, tg, XE_IGNORE, eps, loss_ref, lse_ref);
+    xent_bwd_ref(XE_R, XE_V, xd, tg, XE_IGNORE, eps, scale, w, dx_ref);
     for (int r = 0; r < XE_R; r++)
         if (tg[r] == XE_IGNORE)
             ck_assert(loss_ref[r] == 0.0);
@@ -1013,11 +1030,21 @@ START_TEST(cross_entropy_matches_reference_for_every_tiling)
         const int64_t *tl = xe_tilings[t];
         nnt_tensor *tx = tensor_f32(3, ls, tl, x), *ttg = tensor_i32(2, ls, tl, tg),
                    *tloss = tensor_f32(2, ls, tl, NULL), *tlse = tensor_f32(2, ls, tl, NULL),
-                   *tdx = in_place ? tx : tensor_f32(3, ls, tl, NULL);
-        EXPECT_OK(nnt_tensor_cross_entropy(tx, ttg, XE_IGNORE, tloss, tlse));
-        EXPECT_OK(nnt_tensor_cross_entropy_backward(tx, ttg, XE_IGNORE, tlse, scale, tdx));
+                   *tdx = in_place ? tx : tensor_f32(3, ls, tl, NULL),
+                   *tw = w ? tensor_f32(2, ls, tl, w) : NULL;
+        if (smoothed) {
+            EXPECT_OK(nnt_tensor_cross_entropy_smoothed(tx, ttg, XE_IGNORE, eps, tloss, tlse));
+            EXPECT_OK(nnt_tensor_cross_entropy_smoothed_backward(tx, ttg, XE_IGNORE, tlse, eps,
+                                                                 scale, tw, tdx));
+        } else {
+            EXPECT_OK(nnt_tensor_cross_entropy(tx, ttg, XE_IGNORE, tloss, tlse));
+            EXPECT_OK(nnt_tensor_cross_entropy_backward(tx, ttg, XE_IGNORE, tlse, scale, tdx));
+        }
         float *got[3] = {to_host(tloss), to_host(tlse), to_host(tdx)};
-        expect_close("cross-entropy loss", t, got[0], loss_ref, XE_R, TOL_XE_LOSS);
+        if (smoothed)   /* (the row of large logits: d's float rounding) */
+            expect_close("smoothed loss", t, got[0], loss_ref, XE_R, TOL_XE_SMOOTH_LOSS);
+        else
+            expect_close("cross-entropy loss", t, got[0], loss_ref, XE_R, TOL_XE_LOSS);
         expect_close("cross-entropy lse", t, got[1], lse_ref, XE_R, TOL_XE_LSE);
         expect_close("cross-entropy dlogits", t, got[2], dx_ref, XE_N, TOL_XE_DX);
         for (int r = 0; r < XE_R; r++)
@@ -1028,8 +1055,12 @@ START_TEST(cross_entropy_matches_reference_for_every_tiling)
         } else {
             /* the online max/sum over vocabulary tiles rounds differently per V tiling */
             int exact = tl[2] == XE_V;
-            expect_agree("cross-entropy loss", t, first[0], got[0], XE_R, exact,
-                         TOL_XE_AGREE_LOSS);
+            if (smoothed)
+                expect_agree("smoothed loss", t, first[0], got[0], XE_R, exact,
+                             TOL_XE_SMOOTH_AGREE_LOSS);
+            else
+                expect_agree("cross-entropy loss", t, first[0], got[0], XE_R, exact,
+                             TOL_XE_AGREE_LOSS);
             expect_agree("cross-entropy lse", t, first[1], got[1], XE_R, exact,
                          TOL_XE_AGREE_LSE);
             expect_agree("cross-entropy dlogits", t, first[2], got[2], XE_N, exact,
@@ -1037,13 +1068,13 @@ START_TEST(cross_entropy_matches_reference_for_every_tiling)
             for (int i = 0; i < 3; i++)
                 free(got[i]);
         }
-        nnt_tensor *all[5] = {tx, ttg, tloss, tlse, in_place ? NULL : tdx};
-        for (int i = 0; i < 5; i++)
+        nnt_tensor *all[6] = {tx, ttg, tloss, tlse, in_place ? NULL : tdx, tw};
+        for (int i = 0; i < 6; i++)
             EXPECT_OK(nnt_tensor_destroy(all[i]));
     }
     for (int i = 0; i < 3; i++)
         free(first[i]);
-    free(x), free(xd), free(loss_ref), free(lse_ref), free(dx_ref);
+    free(x), free(xd), free(loss_ref), free(lse_ref), free(dx_ref), free(w);
 }
 END_TEST
 
@@ -1083,6 +1114,20 @@ START_TEST(cross_entropy_rejects_bad_arguments)
                     NNT_E_STATE, bfn);
     EXPECT_OK(nnt_tensor_cross_entropy_backward(x, tg, -100, lse, 1.0, dx));
     EXPECT_OK(nnt_tensor_cross_entropy_backward(x, tg, -100, lse, 1.0, x));
+    const char *sfn = "nnt_tensor_cross_entropy_smoothed",
+               *sbfn = "nnt_tensor_cross_entropy_smoothed_backward";
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_smoothed(x, tg, -100, 1.0, loss, lse), NNT_E_INVAL,
+                    sfn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_smoothed(x, tg, -100, -0.5, loss, lse),
+                    NNT_E_INVAL, sfn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_smoothed(x, tg, -100, NAN, loss, lse), NNT_E_INVAL,
+                    sfn);
+    EXPECT_OK(nnt_tensor_fill(x, 0.5));
+    EXPECT_OK(nnt_tensor_cross_entropy_smoothed(x, tg, -100, 0.5, loss, lse));
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_smoothed_backward(x, tg, -100, lse, 1.5, 1.0,
+                                                               NULL, dx),
+                    NNT_E_INVAL, sbfn);
+    EXPECT_OK(nnt_tensor_cross_entropy_smoothed_backward(x, tg, -100, lse, 0.5, 1.0, NULL, dx));
     nnt_tensor *all[10] = {x, tg, loss, lse, tgf, loss_tile, loss_len, x1, dx_tile, dx};
     for (int i = 0; i < 10; i++)
         EXPECT_OK(nnt_tensor_destroy(all[i]));
@@ -1108,7 +1153,7 @@ static Suite *ops_nn_suite(void)
     tcase_add_test(tc, attention_under_bf16_precision);
     tcase_add_test(tc, attention_is_deterministic);
     tcase_add_test(tc, attention_rejects_bad_arguments);
-    tcase_add_loop_test(tc, cross_entropy_matches_reference_for_every_tiling, 0, 2);
+    tcase_add_loop_test(tc, cross_entropy_matches_reference_for_every_tiling, 0, 4);
     tcase_add_test(tc, cross_entropy_rejects_bad_arguments);
     suite_add_tcase(s, tc);
     return s;

@@ -14,13 +14,19 @@ struct xent_args {
     int init;              /* forward block: m, s, tgt only written (first vocab tile) */
     int in_place;          /* backward block: dlogits is the logits buffer            */
     int weighted;          /* backward block: a last buffer of per-row weights        */
+    float eps;             /* label smoothing (finish, backward block; > 0: finish takes
+                              a last buffer, d (rows), the sums of logit - m)          */
+    int64_t vocab;         /* V, the whole row's ids (label smoothing)                */
+    int sums;              /* forward block: a last buffer d, the running sums of
+                              logit - m (label smoothing)                             */
 };
 
 #define P(i) ((float *)STARPU_VECTOR_GET_PTR(buffers[i]))
 #define CP(i) ((const float *)STARPU_VECTOR_GET_PTR(buffers[i]))
 #define TARGETS(i) ((const int32_t *)STARPU_VECTOR_GET_PTR(buffers[i]))
 
-/* buffers: logits (rows, nv) R, targets (rows) R, m, s, tgt (rows) RW (W with init) */
+/* buffers: logits (rows, nv) R, targets (rows) R, m, s, tgt (rows) RW (W with init),
+ * [d (rows) RW (W with init), with sums] */
 static void fwd_block_cpu(void *buffers[], void *cl_arg)
 {
     const struct xent_args *a = cl_arg;
@@ -31,15 +37,19 @@ static void fwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(rows, 0.0f, P(3));
         nnt_cpu_fill_f32(rows, NAN, P(4));   /* stays NaN for a target outside [0, V) */
     }
-    nnt_cpu_xent_fwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), P(2), P(3), P(4));
+    nnt_cpu_xent_fwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), P(2), P(3), P(4),
+                               a->sums ? P(5) : NULL);
 }
 
-/* buffers: targets R, m R, s R, tgt R, loss W, lse W (all (rows)) */
+/* buffers: targets R, m R, s R, tgt R, loss W, lse W, [d R, with eps] (all (rows)) */
 static void finish_cpu(void *buffers[], void *cl_arg)
 {
     const struct xent_args *a = cl_arg;
     int64_t rows = STARPU_VECTOR_GET_NX(buffers[0]);
     nnt_cpu_xent_loss_f32(rows, TARGETS(0), a->ignore_index, CP(1), CP(2), CP(3), P(4), P(5));
+    if (a->eps > 0.0f)
+        nnt_cpu_xent_smooth_loss_f32(rows, TARGETS(0), a->ignore_index, a->eps, a->vocab, CP(2),
+                                     CP(6), P(4));
 }
 
 /* The backward block's per-row weights: its last buffer, or NULL (every row 1). */
@@ -58,6 +68,10 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
     float *dlogits = a->in_place ? P(0) : P(4);
     nnt_cpu_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), a->ignore_index, CP(2),
                                CP(3), bwd_weights(buffers, a), a->scale, dlogits);
+    if (a->eps > 0.0f)
+        nnt_cpu_xent_smooth_bwd_block_f32(rows, nv, a->v0, TARGETS(1), a->ignore_index,
+                                          bwd_weights(buffers, a), a->scale, a->eps, a->vocab,
+                                          dlogits, nv);
 }
 
 #ifdef NNT_CUDA_CODELETS
@@ -77,7 +91,7 @@ static void fwd_block_cuda(void *buffers[], void *cl_arg)
     }
     if (rc == 0)
         rc = nnt_cuda_xent_fwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), P(2), P(3),
-                                         P(4), st);
+                                         P(4), a->sums ? P(5) : NULL, st);
     if (rc)
         nnt_task_error("nnt_xent_fwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -89,6 +103,9 @@ static void finish_cuda(void *buffers[], void *cl_arg)
     cudaStream_t st = nnt_cuda_task_stream();
     int rc = nnt_cuda_xent_loss_f32(rows, TARGETS(0), a->ignore_index, CP(1), CP(2), CP(3),
                                     P(4), P(5), st);
+    if (rc == 0 && a->eps > 0.0f)
+        rc = nnt_cuda_xent_smooth_loss_f32(rows, TARGETS(0), a->ignore_index, a->eps, a->vocab,
+                                           CP(2), CP(6), P(4), st);
     if (rc)
         nnt_task_error("nnt_xent_finish", "CUDA kernel failed (%d)", rc);
 }
@@ -99,9 +116,14 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
     int64_t rows = STARPU_VECTOR_GET_NX(buffers[1]);
     int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
     float *dlogits = a->in_place ? P(0) : P(4);
+    cudaStream_t st = nnt_cuda_task_stream();
     int rc = nnt_cuda_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1),
                                          a->ignore_index, CP(2), CP(3), bwd_weights(buffers, a),
-                                         a->scale, dlogits, nnt_cuda_task_stream());
+                                         a->scale, dlogits, st);
+    if (rc == 0 && a->eps > 0.0f)
+        rc = nnt_cuda_xent_smooth_bwd_block_f32(rows, nv, a->v0, TARGETS(1), a->ignore_index,
+                                                bwd_weights(buffers, a), a->scale, a->eps,
+                                                a->vocab, dlogits, nv, st);
     if (rc)
         nnt_task_error("nnt_xent_bwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -141,34 +163,36 @@ static struct starpu_codelet bwd_block_cl = {
     .model = &bwd_block_model,
 };
 
-/* h: logits, targets, m, s, tgt. init: m, s, tgt only written (first vocabulary tile). */
+/* h: logits, targets, m, s, tgt, d (NULL: no label smoothing). init: m, s, tgt, d only
+ * written (first vocabulary tile). */
 int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
                               int init)
 {
-    struct xent_args args = {v0, 0, 0.0f, init, 0, 0};
+    struct xent_args args = {v0, 0, 0.0f, init, 0, 0, 0.0f, 0, h[5] != NULL};
     enum starpu_data_access_mode acc = init ? STARPU_W : STARPU_RW;
-    struct starpu_data_descr bufs[5] = {
-        {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], acc}, {h[3], acc}, {h[4], acc}};
-    return nnt_submit(ctx, &fwd_block_cl, 5, bufs, &args, sizeof args);
+    struct starpu_data_descr bufs[6] = {
+        {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], acc}, {h[3], acc}, {h[4], acc}, {h[5], acc}};
+    return nnt_submit(ctx, &fwd_block_cl, h[5] ? 6 : 5, bufs, &args, sizeof args);
 }
 
-/* h: targets, m, s, tgt, loss, lse. */
-int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index)
+/* h: targets, m, s, tgt, loss, lse, d (with eps > 0; V ids a row). */
+int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index,
+                           float eps, int64_t vocab)
 {
-    struct xent_args args = {0, ignore_index, 0.0f, 0, 0, 0};
-    struct starpu_data_descr bufs[6] = {
+    struct xent_args args = {0, ignore_index, 0.0f, 0, 0, 0, eps, vocab, 0};
+    struct starpu_data_descr bufs[7] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R}, {h[3], STARPU_R},
-        {h[4], STARPU_W}, {h[5], STARPU_W}};
-    return nnt_submit(ctx, &finish_cl, 6, bufs, &args, sizeof args);
+        {h[4], STARPU_W}, {h[5], STARPU_W}, {h[6], STARPU_R}};
+    return nnt_submit(ctx, &finish_cl, eps > 0.0f ? 7 : 6, bufs, &args, sizeof args);
 }
 
 /* h: logits, targets, lse, ones, dlogits, weights (NULL: every row 1); dlogits == logits: one
- * buffer, in place (RW). */
+ * buffer, in place (RW). eps > 0: label smoothing over V = vocab ids. */
 int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
-                              int32_t ignore_index, float scale)
+                              int32_t ignore_index, float scale, float eps, int64_t vocab)
 {
     int in_place = h[4] == h[0], weighted = h[5] != NULL;
-    struct xent_args args = {v0, ignore_index, scale, 0, in_place, weighted};
+    struct xent_args args = {v0, ignore_index, scale, 0, in_place, weighted, eps, vocab, 0};
     struct starpu_data_descr bufs[6] = {
         {h[0], in_place ? STARPU_RW : STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
         {h[3], STARPU_R}, {h[4], STARPU_W}};

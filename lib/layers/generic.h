@@ -112,6 +112,9 @@ int gl_cross_entropy_has_targets(const nnt_layer *l);
  * instead of a tensor of its own: one (..., V) tensor less, for a parent whose logits no
  * backward reads (a model: its head's and soft-cap's backwards read their inputs). */
 void gl_cross_entropy_in_place(nnt_layer *l);
+/* The label smoothing of the cross-entropy layer that takes l's targets (0: none or no such
+ * layer). */
+double gl_cross_entropy_smoothing(nnt_layer *l);
 /* 1 if l is a loss layer of a model (cross_entropy, pairwise) whose targets are set. */
 int gl_loss_has_targets(const nnt_layer *l);
 /* A model's loss layer l's host copy of its targets (n of them; ignore: its ignore index):

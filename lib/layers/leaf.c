@@ -1080,6 +1080,8 @@ typedef struct xent {
     int weighted;                   /* the backward multiplies each row by its weight      */
     int in_place;                   /* the backward writes the gradient over the logits
                                        (gl_cross_entropy_in_place)                      */
+    double smoothing;               /* label smoothing epsilon (nnt_layer_set_label_smoothing) */
+    double fwd_smoothing;           /* the last forward's, for its backward              */
 } xent;
 
 /* A loss layer's targets t (int32, readable) copied to the host: *ids malloc'd, n of them. */
@@ -1169,7 +1171,9 @@ static int xent_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(nnt_tensor_copy(c->targets, c->fwd_targets));
     NNT_TRY(nnt_layer_ensure(l, &c->losses, NNT_FP32, nd, x->shape, x->tile));
     NNT_TRY(nnt_layer_ensure(l, &c->lse, NNT_FP32, nd, x->shape, x->tile));
-    NNT_TRY(nnt_tensor_cross_entropy(x, c->fwd_targets, c->ignore, c->losses, c->lse));
+    NNT_TRY(nnt_tensor_cross_entropy_smoothed(x, c->fwd_targets, c->ignore, c->smoothing,
+                                              c->losses, c->lse));
+    c->fwd_smoothing = c->smoothing;
     c->logits = x;
     c->fwd_nvalid = c->nvalid;
     c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)c->nvalid;
@@ -1222,8 +1226,10 @@ static int xent_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (!c->in_place)
         NNT_TRY(nnt_layer_ensure(l, &c->dlogits, NNT_FP32, x->ndim, x->shape, x->tile));
     nnt_tensor *dlogits = c->in_place ? x : c->dlogits;   // (..., V)
-    NNT_TRY(nnt_tensor_cross_entropy_backward_ex(x, c->fwd_targets, c->ignore, c->lse, scale,
-                                                 c->weighted ? c->weights : NULL, dlogits));
+    NNT_TRY(nnt_tensor_cross_entropy_smoothed_backward(x, c->fwd_targets, c->ignore, c->lse,
+                                                       c->fwd_smoothing, scale,
+                                                       c->weighted ? c->weights : NULL,
+                                                       dlogits));
     *dx = dlogits;
     return NNT_OK;
 }
@@ -1321,6 +1327,28 @@ NNT_API int nnt_layer_set_target_weights(nnt_layer *layer, const float *weights,
     NNT_TRY(nnt_tensor_copy_from_host(c->weights, weights, (size_t)n * sizeof *weights));
     c->weighted = 1;
     return NNT_OK;
+}
+
+NNT_API int nnt_layer_set_label_smoothing(nnt_layer *layer, double epsilon)
+{
+    static const char fn[] = "nnt_layer_set_label_smoothing";
+    NNT_TRY(nnt_layer_check(layer, fn));
+    nnt_layer *x = loss_of(layer, &xent_vt);
+    if (!x)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: a %s layer computes no cross-entropy "
+                        "(label smoothing is that of a language model's loss)", fn,
+                        layer->vt->kind_name);
+    if (!(epsilon >= 0.0 && epsilon < 1.0))
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: epsilon %g is outside [0, 1)", fn,
+                        epsilon);
+    ((xent *)x->impl)->smoothing = epsilon;
+    return NNT_OK;
+}
+
+double gl_cross_entropy_smoothing(nnt_layer *l)
+{
+    nnt_layer *x = loss_of(l, &xent_vt);
+    return x ? ((xent *)x->impl)->smoothing : 0.0;
 }
 
 NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, nnt_layer **out)
