@@ -67,7 +67,8 @@ static int lib_error(const char *what, int rc)
 }
 
 /* nnt_trainer_open failed: a message "FIELD: ..." is about the option of that field (bad
- * usage, status 2, for an invalid value or a checkpoint of another run). */
+ * usage, status 2, for an invalid value or a checkpoint of another run); one of a function
+ * ("nnt_...: ") is not. */
 static int open_error(const trainer *t, int rc)
 {
     const train_opts *o = &t->o;
@@ -78,7 +79,7 @@ static int open_error(const trainer *t, int rc)
     const char *m = nnt_ctx_last_error(NULL);
     size_t n = strspn(m, "abcdefghijklmnopqrstuvwxyz_");
     char name[64];
-    if (n == 0 || n >= sizeof name || strncmp(m + n, ": ", 2))
+    if (n == 0 || n >= sizeof name || strncmp(m + n, ": ", 2) || !strncmp(m, "nnt_", 4))
         return lib_error("cannot set up the run", rc);
     snprintf(name, sizeof name, "%.*s", (int)n, m);
     for (char *c = name; *c; c++)

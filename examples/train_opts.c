@@ -116,6 +116,9 @@ static const cli_option table[] = {
     OPT_REAL("early-stop-delta", loop.early_stop_delta, 0, 1e30, NULL, RES, "X",
              "the improvement --early-stop counts (default 0)"),
     OPT_GROUP("Training:"),
+    OPT_REAL("label-smoothing", loop.label_smoothing, 0, 1, NULL, RES | OPEN, "X",
+             "the loss against the next token's one-hot times 1 - X\nplus X / V on every id "
+             "(transformers'\nlabel_smoothing_factor; default 0)"),
     OPT_FLAG("shuffle", loop.shuffle, RES, "read the data as sequences of T + 1 tokens in a new "
              "random\norder each epoch (from --seed), not in order"),
     OPT_INT("batch", loop.batch, 1, 1e8, "8", RES, "B", "sequences per micro-batch (default 8)"),
@@ -514,6 +517,12 @@ static int check_combinations(const train_opts *o)
     if (unpaired && o->loop.dpo_loss == NNT_DPO_KTO && o->loop.batch < 2)
         return train_usage_error("--dpo-loss kto estimates its kl from the other rows of a "
                                  "micro-batch: --batch must be at least 2");
+    if (o->loop.label_smoothing > 0 && o->loop.dpo_beta > 0)
+        return train_usage_error("--label-smoothing smooths the language-model loss: not with "
+                                 "--dpo-beta (its losses read log-likelihoods)");
+    if (o->loop.label_smoothing > 0 && (o->run.num_labels > 0 || o->run.problem_type > 0))
+        return train_usage_error("--label-smoothing smooths a language model's loss over its "
+                                 "vocabulary, not a classifier's or a reward model's");
     if (o->loop.dpo_beta > 0 && o->jsonl_pack)
         return train_usage_error("--dpo-beta reads each sequence %s in a row of its own: not "
                                  "with --pack", unpaired ? "of --dpo-loss kto" : "of a pair");

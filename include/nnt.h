@@ -2283,6 +2283,14 @@ typedef struct nnt_trainer_options {
                                     _threshold; nnt_trainer_info.early_stop_step); needs
                                     validations (val_batches > 0). 0: never                 */
     double early_stop_delta;     /* >= 0 (default 0: any lower loss is an improvement)        */
+    /* new in 0.4, later still (a size without it: none) */
+    double label_smoothing;      /* in [0, 1): the language-model loss against (1 - it) one-hot
+                                    + it / V (transformers' label_smoothing_factor,
+                                    nnt_layer_set_label_smoothing): training and validation
+                                    losses are the smoothed ones; not with dpo_beta (its
+                                    losses are log-likelihoods) nor a classifier or reward
+                                    model (NNT_E_INVAL). 0: none (the model's own setting is
+                                    left as it is)                                         */
 } nnt_trainer_options;
 
 /* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
@@ -2323,7 +2331,7 @@ typedef enum nnt_dpo_loss {
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
       NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
-      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0, 0.0 }
+      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0, 0.0, 0.0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

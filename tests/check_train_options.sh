@@ -38,6 +38,13 @@
 #                   the option (awk here), saying so, its checkpoint there; stopped before it
 #                   and resumed, it stops after the same step (the count goes on from the
 #                   resumed val.csv); without validation, and a delta alone, refused;
+#   --label-smoothing
+#                   other losses than without it from step 1, the loss line of the summary
+#                   says so; a run stopped after step 3 and resumed without the option
+#                   continues with the losses of the run straight through (the checkpoint
+#                   records it, the resumed line names it); with --dpo-beta or a classifier
+#                   refused (the math against transformers' LabelSmoother:
+#                   tests/test_layer_llama.c);
 #   --quiet         nothing on stdout or stderr when all goes well (the --print-loss lines
 #                   still on stdout), not even the library's warnings (--mem-gpu without a
 #                   GPU, which warns otherwise), the error when not.
@@ -255,6 +262,37 @@ expect_error early_no_val "needs\|give --val-data" $gpt $run_args --data "$tmp/t
     --early-stop 2 --out "$tmp/e3"
 # shellcheck disable=SC2086
 expect_error delta_alone "give --early-stop" $gpt $run_args --early-stop-delta 0.1 --out "$tmp/e4"
+
+# ---- --label-smoothing -----------------------------------------------------------------------------
+smooth="$gpt --batch 2 --seq 16 --sample 0 --cpus 2 --steps 6 --print-loss --data $tmp/tok.bin"
+# shellcheck disable=SC2086
+run_ok ls_plain $smooth --out "$tmp/l0"
+# shellcheck disable=SC2086
+run_ok ls_full $smooth --label-smoothing 0.2 --out "$tmp/l1"
+# shellcheck disable=SC2086
+run_ok ls_part $smooth --label-smoothing 0.2 --stop-after 3 --out "$tmp/l2"
+run_ok ls_rest --resume "$tmp/l2/checkpoint.safetensors" --print-loss
+if [ "$(head -n 1 "$tmp/ls_plain.out")" != "$(head -n 1 "$tmp/ls_full.out")" ] &&
+   grep -q "^loss: .*(label smoothing 0.2, transformers' LabelSmoother)" "$tmp/ls_full.err"; then
+    echo "ok: --label-smoothing 0.2: step 1 $(head -n 1 "$tmp/ls_full.out"), without $(head -n 1 "$tmp/ls_plain.out")"
+else
+    fail "--label-smoothing: the losses or the summary: $(head -n 1 "$tmp/ls_full.out") / $(head -n 1 "$tmp/ls_plain.out"); $(grep '^loss:' "$tmp/ls_full.err")"
+fi
+if cut -d, -f2 "$tmp/l1/train.csv" > "$tmp/ls_a" && cut -d, -f2 "$tmp/l2/train.csv" > "$tmp/ls_b" &&
+   [ "$(wc -l < "$tmp/ls_a")" = 7 ] && cmp -s "$tmp/ls_a" "$tmp/ls_b" &&
+   grep -q "resumed with its run's .*--label-smoothing 0.2" "$tmp/ls_rest.err"; then
+    echo "ok: --label-smoothing resumed after step 3: the 6 losses of the run straight through"
+else
+    fail "--label-smoothing resumed: the losses differ or it was not restored: $(paste -s -d' ' "$tmp/ls_a") / $(paste -s -d' ' "$tmp/ls_b"); $(grep '^resumed with' "$tmp/ls_rest.err")"
+fi
+# shellcheck disable=SC2086
+expect_error ls_dpo "not with --dpo-beta" $gpt $run_args --label-smoothing 0.1 --dpo-beta 0.1 \
+    --out "$tmp/l3"
+# shellcheck disable=SC2086
+expect_error ls_cls "not a classifier's" $gpt $run_args --label-smoothing 0.1 --num-labels 3 \
+    --out "$tmp/l4"
+# shellcheck disable=SC2086
+expect_error ls_range "out of range" $gpt $run_args --label-smoothing 1 --out "$tmp/l5"
 
 # ---- --quiet ---------------------------------------------------------------------------------------
 run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \

@@ -186,7 +186,7 @@ END_TEST
 
 /* Programs built against older releases pass the sizes their headers gave the structures
  * that grew since: nnt_run_config before freeze_mode (0.3), nnt_trainer_options before
- * simpo_gamma (0.3) and before dpo_beta, nnt_trainer_info before early_stop_step (0.3: only
+ * simpo_gamma (0.3), before dpo_beta and before label_smoothing (0.4 in development), nnt_trainer_info before early_stop_step (0.3: only
  * the bytes of its size written). Accepted, whatever lies past the size not read
  * (values that would be refused), the run the whole structures give; a size no release had
  * is refused naming it. */
@@ -202,16 +202,19 @@ START_TEST(test_older_sizes)
     EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
     EXPECT_OK(nnt_trainer_run(tr, 2));
     nnt_trainer_destroy(tr);
-    const size_t to_sizes[2] = {offsetof(nnt_trainer_options, simpo_gamma),
-                                offsetof(nnt_trainer_options, dpo_beta)};
-    for (int k = 0; k < 2; k++) {
+    const size_t to_sizes[3] = {offsetof(nnt_trainer_options, simpo_gamma),
+                                offsetof(nnt_trainer_options, dpo_beta),
+                                offsetof(nnt_trainer_options, label_smoothing)};
+    for (int k = 0; k < 3; k++) {
         nnt_run_config old_run = run;
         old_run.size = offsetof(nnt_run_config, freeze_mode);
         old_run.freeze_mode = 77, old_run.num_labels = -3, old_run.problem_type = 9;
         memset(&rb, 0, sizeof rb);
         nnt_trainer_options old_to = loop_options(&rb);
         old_to.size = to_sizes[k];
-        old_to.simpo_gamma = -1, old_to.rpo_alpha = 5, old_to.desirable_weight = -1;
+        old_to.label_smoothing = 7;
+        if (k < 2)
+            old_to.simpo_gamma = -1, old_to.rpo_alpha = 5, old_to.desirable_weight = -1;
         if (k == 1)
             old_to.dpo_beta = -2, old_to.reward_center = -1;
         EXPECT_OK(nnt_trainer_open(ctx, &old_run, &old_to, &tr));
@@ -311,6 +314,105 @@ START_TEST(test_early_stop)
     EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "early_stop_delta -0.5");
     to.early_stop_delta = 0, run.val_split = 0;   /* nothing held out */
     EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "needs validations");
+}
+END_TEST
+
+/* The mean loss of model on the first B x T + 1 tokens of the data file (a forward). */
+static double loss_on_data(nnt_layer *model)
+{
+    int32_t ids[B * T + 1];
+    FILE *f = fopen(path_data, "rb");
+    ck_assert_ptr_nonnull(f);
+    uint16_t raw[B * T + 1];
+    ck_assert_int_eq(fseek(f, 1024, SEEK_SET), 0);   /* llm.c's header */
+    ck_assert_int_eq(fread(raw, 2, B * T + 1, f), B * T + 1);
+    fclose(f);
+    for (int i = 0; i <= B * T; i++)
+        ids[i] = raw[i];
+    int64_t shape[2] = {B, T};
+    nnt_tensor *x = NULL, *y = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &x));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &y));
+    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, sizeof(int32_t) * B * T));
+    EXPECT_OK(nnt_tensor_copy_from_host(y, ids + 1, sizeof(int32_t) * B * T));
+    double loss = 0;
+    EXPECT_OK(nnt_layer_set_targets(model, y));
+    EXPECT_OK(nnt_layer_forward(model, x, NULL));
+    EXPECT_OK(nnt_layer_loss(model, &loss));
+    EXPECT_OK(nnt_layer_set_targets(model, NULL));
+    nnt_tensor_destroy(x), nnt_tensor_destroy(y);
+    return loss;
+}
+
+/* label_smoothing: the run (steps and validations) of nnt_trainer_open with it is bit for bit
+ * the run of a model whose loss layer has it (nnt_layer_set_label_smoothing) under a trainer
+ * without it, and the run of that model without it and a trainer with it; another run than
+ * without it. The trainer puts the model's own setting back when destroyed. Refused: values
+ * outside [0, 1), with dpo_beta, on a classifier. */
+START_TEST(test_label_smoothing)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_run_config run = run_config(&c, &oo);
+    reports ra, rp;
+    memset(&ra, 0, sizeof ra), memset(&rp, 0, sizeof rp);
+    nnt_trainer_options to = loop_options(&ra);
+    to.label_smoothing = 0.3;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    to = loop_options(&rp);   /* plain */
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    ck_assert_msg(ra.step[1].loss != rp.step[1].loss && ra.val[4] != rp.val[4],
+                  "smoothed: loss %.9g, val %.9g; plain %.9g, %.9g", ra.step[1].loss,
+                  ra.val[4], rp.step[1].loss, rp.val[4]);
+    for (int k = 0; k < 2; k++) {   /* 0: the layer's setting, 1: the trainer's */
+        nnt_layer *m = NULL;
+        nnt_optim *o = NULL;
+        nnt_data *d = NULL;
+        reports rb;
+        memset(&rb, 0, sizeof rb);
+        EXPECT_OK(nnt_model_create(ctx, &c, B, T, NULL, &m));
+        EXPECT_OK(nnt_layer_init(m, 7));
+        if (k == 0)
+            EXPECT_OK(nnt_layer_set_label_smoothing(m, 0.3));
+        nnt_optim_options po = oo;
+        po.lr = 3e-3, po.min_lr = 3e-3 / 10, po.total_steps = STEPS, po.accum_steps = ACCUM;
+        EXPECT_OK(nnt_optim_create(ctx, &po, &o));
+        EXPECT_OK(nnt_optim_add_layer(o, m));
+        EXPECT_OK(nnt_data_open(path_data, NNT_DATA_LLMC, NULL, V, &d));
+        to = loop_options(&rb);
+        to.train_tokens = 340, to.val_start = 340, to.val_len = 60, to.val_batches = 3;
+        to.label_smoothing = k == 1 ? 0.3 : 0.0;
+        EXPECT_OK(nnt_trainer_create(m, o, d, &to, &tr));
+        EXPECT_OK(nnt_trainer_run(tr, 0));
+        nnt_trainer_destroy(tr);
+        for (int s = 1; s <= STEPS; s++)
+            expect_same_report(&ra.step[s], &rb.step[s]);
+        ck_assert(rb.nval == 2 && ra.val[4] == rb.val[4] && ra.val[8] == rb.val[8]);
+        /* after the trainer: the model's own setting (0.3 set here, or none) */
+        double kept = loss_on_data(m);
+        EXPECT_OK(nnt_layer_set_label_smoothing(m, 0.0));
+        double plain = loss_on_data(m);
+        ck_assert_msg(k == 0 ? kept != plain : kept == plain, "model %d after its trainer: "
+                      "loss %.9g, without smoothing %.9g", k, kept, plain);
+        nnt_optim_destroy(o);
+        nnt_layer_destroy(m);
+        nnt_data_close(d);
+    }
+    to = loop_options(&ra);
+    to.label_smoothing = 1.0;
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "label_smoothing 1 ");
+    to.label_smoothing = -0.25;
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "outside [0, 1)");
+    to.label_smoothing = 0.1, to.dpo_beta = 0.1;
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "preference losses");
+    to.dpo_beta = 0, run.num_labels = 3;
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL,
+                    "a classifier's loss is not");
 }
 END_TEST
 
@@ -1085,6 +1187,7 @@ int main(void)
     tcase_add_test(tc, test_open_matches_create);
     tcase_add_test(tc, test_older_sizes);
     tcase_add_test(tc, test_early_stop);
+    tcase_add_test(tc, test_label_smoothing);
     tcase_add_test(tc, test_fine_tune_resume);
     tcase_add_test(tc, test_keep_previous);
     tcase_add_test(tc, test_tokenizer_of_source);

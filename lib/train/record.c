@@ -79,7 +79,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     const nnt_trainer_options *o = &tr->o;
     const nnt_optim_options *oo = &tr->opt->opts;
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    char best[40] = "", base[96] = "", decay[80] = "", early[96] = "";
+    char best[40] = "", base[96] = "", decay[80] = "", early[96] = "", smooth[48] = "";
     uint64_t sum = 0;
     *out = NULL;
     NNT_TRY(nnt_model_config_of(tr->model, &c));
@@ -110,6 +110,8 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     if (o->early_stop > 0)
         snprintf(early, sizeof early, ", \"early_stop\": %lld, \"early_stop_delta\": %.17g",
                  (long long)o->early_stop, o->early_stop_delta);
+    if (o->label_smoothing > 0)
+        snprintf(smooth, sizeof smooth, ", \"label_smoothing\": %.17g", o->label_smoothing);
     snprintf(s, cap,
              "{\"program\": \"%s\", \"step\": %lld, \"model\": {\"family\": %d, "
              "\"vocab\": %lld, \"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, "
@@ -119,7 +121,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
              "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
              "\"warmup\": %lld%s, \"min_lr\": %.17g, \"held_out\": %lld, \"shuffle\": %d, "
-             "\"val_every\": %lld%s, \"save_every\": %lld, \"save_best\": %d%s%s%s%s%s}",
+             "\"val_every\": %lld%s%s, \"save_every\": %lld, \"save_best\": %d%s%s%s%s%s}",
              o->program, (long long)step, c.family, (long long)c.vocab, (long long)c.max_seq,
              (long long)c.layers, (long long)c.heads, (long long)c.kv_heads,
              (long long)c.channels, (long long)c.hidden, (long long)c.head_dim, c.qk_norm,
@@ -127,7 +129,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              (long long)o->seed, nnt_optim_kind_name(oo->kind), oo->lr, oo->beta1, oo->beta2,
              oo->eps, oo->weight_decay, oo->momentum, oo->grad_clip,
              nnt_schedule_name(oo->schedule), (long long)oo->warmup_steps, decay, oo->min_lr,
-             (long long)tr->held_out, o->shuffle, (long long)o->val_every, early,
+             (long long)tr->held_out, o->shuffle, (long long)o->val_every, early, smooth,
              (long long)o->save_every, o->best_checkpoint != NULL, best, base, dpo ? dpo : "",
              o->extra_options && *o->extra_options ? ", " : "",
              o->extra_options ? o->extra_options : "");

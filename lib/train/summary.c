@@ -118,6 +118,11 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
             "model before its first update, a forward of every pair before the first step",
             !nnt_dpo_loss_free(o->dpo_loss) && tr->resumed_options ?
             " (or the resumed checkpoint's)" : "");
+    if (o->label_smoothing > 0)
+        add(t, "loss:      the cross-entropy against the next token's one-hot times %g plus "
+            "%g / V on every id (label smoothing %g, transformers' LabelSmoother): the training "
+            "and validation losses are the smoothed ones\n", 1.0 - o->label_smoothing,
+            o->label_smoothing, o->label_smoothing);
     nnt_model_config mc;
     if (!(o->dpo_beta > 0) && nnt_model_config_of(tr->model, &mc) == 0 &&
         nnt_model_is_reward(&mc))

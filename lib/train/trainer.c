@@ -100,6 +100,13 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
     if (o->early_stop > 0 && o->val_batches == 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: early_stop %lld stops on the validation loss: "
                         "it needs validations (val_batches > 0)", fn, (long long)o->early_stop);
+    if (!(o->label_smoothing >= 0 && o->label_smoothing < 1))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: label_smoothing %g is outside [0, 1)", fn,
+                        o->label_smoothing);
+    if (o->label_smoothing > 0 && o->dpo_beta > 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: label_smoothing %g smooths the language-model "
+                        "loss; preference losses (dpo_beta %g) read log-likelihoods", fn,
+                        o->label_smoothing, o->dpo_beta);
     if (!(o->reward_center >= 0) || !isfinite(o->reward_center))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: reward_center %g (>= 0; 0: none)", fn,
                         o->reward_center);
@@ -233,6 +240,22 @@ static int among(const nnt_tensor *v, const nnt_tensor *const *set, int n)
 }
 
 /* The data's split, the batch tensors and buffers, the rng, the FLOPs of a token. */
+/* label_smoothing: set on the model's loss layer (its own setting put back at destroy). */
+static int smoothing_prepare(nnt_trainer *tr, const char *fn, const nnt_model_config *cfg)
+{
+    double eps = tr->o.label_smoothing;
+    if (eps == 0.0)
+        return NNT_OK;
+    if (cfg->num_labels > 0)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: label_smoothing %g smooths a language "
+                        "model's loss over its vocabulary; a %s's loss is not that one", fn,
+                        eps, nnt_model_is_reward(cfg) ? "reward model" : "classifier");
+    tr->smoothing_before = gl_cross_entropy_smoothing(tr->model);
+    NNT_TRY(nnt_layer_set_label_smoothing(tr->model, eps));
+    tr->smoothing_set = 1;
+    return NNT_OK;
+}
+
 static int prepare(nnt_trainer *tr, const char *fn)
 {
     const nnt_trainer_options *o = &tr->o;
@@ -312,6 +335,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     tr->done = stats.step;
+    NNT_TRY(smoothing_prepare(tr, fn, &cfg));
     if (cfg.problem_type != NNT_PROBLEM_DEFAULT)
         NNT_TRY(values_prepare(tr, fn, &cfg));
     else
@@ -530,6 +554,7 @@ int nnt_trainer_read_options(const char *fn, const nnt_trainer_options *user,
         offsetof(nnt_trainer_options, dpo_beta),      /* before 0.3's DPO */
         offsetof(nnt_trainer_options, simpo_gamma),   /* 0.3 */
         offsetof(nnt_trainer_options, early_stop),    /* 0.4 before early stopping */
+        offsetof(nnt_trainer_options, label_smoothing),   /* 0.4 before label smoothing */
     };
     return nnt_read_options_sizes(fn, user, &defaults, o, sizeof *o, older,
                                   sizeof older / sizeof *older,
@@ -611,6 +636,8 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
         return;
     nnt_trainer_release_signals(tr);
     tr->magic = 0;
+    if (tr->smoothing_set)
+        nnt_layer_set_label_smoothing(tr->model, tr->smoothing_before);
     nnt_tensor_destroy(tr->tokens);
     nnt_tensor_destroy(tr->positions);
     free(tr->pos_host);

@@ -80,6 +80,8 @@ struct nnt_trainer {
     int64_t stale;                 /* validations in a row without an improvement (early_stop's
                                       rule), the run's resumed val.csv included on rank 0  */
     int64_t early_stop_step;       /* the step whose validation stopped the run; 0: none   */
+    int smoothing_set;             /* label_smoothing set on the model: put back at destroy */
+    double smoothing_before;       /* the model's label smoothing before                  */
     double last_val_accuracy;      /* a classifier's last validation's accuracy             */
     double last_val_exact, last_val_f1; /* a multi-label one's exact match and micro F1      */
     double last_val_mae;           /* a regression's last validation's mean absolute error  */
