@@ -119,6 +119,9 @@ static const cli_option table[] = {
     OPT_REAL("label-smoothing", loop.label_smoothing, 0, 1, NULL, RES | OPEN, "X",
              "the loss against the next token's one-hot times 1 - X\nplus X / V on every id "
              "(transformers'\nlabel_smoothing_factor; default 0)"),
+    OPT_REAL("neftune-alpha", loop.neftune_alpha, 0, 1e6, NULL, RES, "X",
+             "NEFTune: uniform noise in +-X / sqrt(T C) on the\nembeddings of each training "
+             "forward (transformers'\nneftune_noise_alpha, e.g. 5; default 0)"),
     OPT_FLAG("shuffle", loop.shuffle, RES, "read the data as sequences of T + 1 tokens in a new "
              "random\norder each epoch (from --seed), not in order"),
     OPT_INT("batch", loop.batch, 1, 1e8, "8", RES, "B", "sequences per micro-batch (default 8)"),
@@ -520,6 +523,9 @@ static int check_combinations(const train_opts *o)
     if (o->loop.label_smoothing > 0 && o->loop.dpo_beta > 0)
         return train_usage_error("--label-smoothing smooths the language-model loss: not with "
                                  "--dpo-beta (its losses read log-likelihoods)");
+    if (o->loop.neftune_alpha > 0 && o->loop.dpo_beta > 0)
+        return train_usage_error("--neftune-alpha: not with --dpo-beta (its reference passes "
+                                 "would see the noise or not)");
     if (o->loop.label_smoothing > 0 && (o->run.num_labels > 0 || o->run.problem_type > 0))
         return train_usage_error("--label-smoothing smooths a language model's loss over its "
                                  "vocabulary, not a classifier's or a reward model's");

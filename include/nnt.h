@@ -803,6 +803,14 @@ NNT_API int nnt_layer_set_target_weights(nnt_layer *layer, const float *weights,
  * label_smoothing_factor); 0 (a new layer's): none. NNT_E_INVAL when layer computes no
  * cross-entropy (a classifier's or reward model's pooled loss, no loss layer). */
 NNT_API int nnt_layer_set_label_smoothing(nnt_layer *layer, double epsilon);
+/* NEFTune (new in 0.4): noisy embeddings for fine-tuning, as transformers' Trainer adds them
+ * with neftune_noise_alpha: the next forwards that train (not a trainer's validations nor
+ * generation) add to the output (B, T, C) of the first embedding layer of layer's tree
+ * (after its scale: Gemma's sqrt(C)) noise uniform in [-alpha / sqrt(T C), alpha / sqrt(T C)],
+ * a new draw each forward (each of a trainer's micro-batches: its number, so a resumed run
+ * draws the same), from seed; the backward is unchanged (the noise is a constant). alpha 0:
+ * none (a new layer's). NNT_E_INVAL: alpha negative or not finite, no embedding layer. */
+NNT_API int nnt_layer_set_neftune(nnt_layer *layer, double alpha, uint64_t seed);
 /* Given dy = d loss / d y of the last forward (NULL for a layer with targets: the gradient
  * of the mean loss), add the parameter gradients and return dx = d loss / d x (owned by
  * the layer; dx may be NULL; the embedding has no dx and sets *dx = NULL). Each backward
@@ -2283,7 +2291,7 @@ typedef struct nnt_trainer_options {
                                     _threshold; nnt_trainer_info.early_stop_step); needs
                                     validations (val_batches > 0). 0: never                 */
     double early_stop_delta;     /* >= 0 (default 0: any lower loss is an improvement)        */
-    /* new in 0.4, later still (a size without it: none) */
+    /* new in 0.4, later still (a size without them: none) */
     double label_smoothing;      /* in [0, 1): the language-model loss against (1 - it) one-hot
                                     + it / V (transformers' label_smoothing_factor,
                                     nnt_layer_set_label_smoothing): training and validation
@@ -2291,6 +2299,11 @@ typedef struct nnt_trainer_options {
                                     losses are log-likelihoods) nor a classifier or reward
                                     model (NNT_E_INVAL). 0: none (the model's own setting is
                                     left as it is)                                         */
+    double neftune_alpha;        /* > 0: NEFTune noise on the embeddings of the training
+                                    forwards (transformers' neftune_noise_alpha, e.g. 5;
+                                    nnt_layer_set_neftune with seed), none in validations;
+                                    not with dpo_beta (NNT_E_INVAL). 0: none (the model's own
+                                    setting is left as it is)                              */
 } nnt_trainer_options;
 
 /* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
@@ -2331,7 +2344,7 @@ typedef enum nnt_dpo_loss {
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
       NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
-      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0, 0.0, 0.0 }
+      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0, 0.0, 0.0, 0.0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

@@ -45,6 +45,10 @@
 #                   records it, the resumed line names it); with --dpo-beta or a classifier
 #                   refused (the math against transformers' LabelSmoother:
 #                   tests/test_layer_llama.c);
+#   --neftune-alpha other losses than without it from step 1, the summary's noise line gives
+#                   its bound 5 / sqrt(T C); stopped after step 3 and resumed, the losses of
+#                   the run straight through (the noise of a micro-batch drawn from its
+#                   number); with --dpo-beta refused (the noise itself: tests/test_layers.c);
 #   --quiet         nothing on stdout or stderr when all goes well (the --print-loss lines
 #                   still on stdout), not even the library's warnings (--mem-gpu without a
 #                   GPU, which warns otherwise), the error when not.
@@ -293,6 +297,30 @@ expect_error ls_cls "not a classifier's" $gpt $run_args --label-smoothing 0.1 --
     --out "$tmp/l4"
 # shellcheck disable=SC2086
 expect_error ls_range "out of range" $gpt $run_args --label-smoothing 1 --out "$tmp/l5"
+
+# ---- --neftune-alpha --------------------------------------------------------------------------------
+# shellcheck disable=SC2086
+run_ok nf_full $smooth --neftune-alpha 5 --out "$tmp/n1"
+# shellcheck disable=SC2086
+run_ok nf_part $smooth --neftune-alpha 5 --stop-after 3 --out "$tmp/n2"
+run_ok nf_rest --resume "$tmp/n2/checkpoint.safetensors" --print-loss
+# T 16, C 32: 5 / sqrt(512) = 0.220971
+if [ "$(head -n 1 "$tmp/ls_plain.out")" != "$(head -n 1 "$tmp/nf_full.out")" ] &&
+   grep -q "^noise: .* +-5 / sqrt(T C) = +-0.220971 " "$tmp/nf_full.err"; then
+    echo "ok: --neftune-alpha 5: step 1 $(head -n 1 "$tmp/nf_full.out"), without $(head -n 1 "$tmp/ls_plain.out")"
+else
+    fail "--neftune-alpha: the losses or the summary: $(head -n 1 "$tmp/nf_full.out") / $(head -n 1 "$tmp/ls_plain.out"); $(grep '^noise:' "$tmp/nf_full.err")"
+fi
+if cut -d, -f2 "$tmp/n1/train.csv" > "$tmp/nf_a" && cut -d, -f2 "$tmp/n2/train.csv" > "$tmp/nf_b" &&
+   [ "$(wc -l < "$tmp/nf_a")" = 7 ] && cmp -s "$tmp/nf_a" "$tmp/nf_b" &&
+   grep -q "resumed with its run's .*--neftune-alpha 5" "$tmp/nf_rest.err"; then
+    echo "ok: --neftune-alpha resumed after step 3: the 6 losses of the run straight through"
+else
+    fail "--neftune-alpha resumed: the losses differ or it was not restored: $(paste -s -d' ' "$tmp/nf_a") / $(paste -s -d' ' "$tmp/nf_b"); $(grep '^resumed with' "$tmp/nf_rest.err")"
+fi
+# shellcheck disable=SC2086
+expect_error nf_dpo "not with --dpo-beta" $gpt $run_args --neftune-alpha 5 --dpo-beta 0.1 \
+    --out "$tmp/n3"
 
 # ---- --quiet ---------------------------------------------------------------------------------------
 run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \

@@ -768,6 +768,74 @@ START_TEST(test_leaf_embedding_lm_head)
 }
 END_TEST
 
+/* The output of a forward of an embedding (V 50, maxT 16, C 24) on tokens (3, 16), tiles
+ * tl; alpha > 0: with NEFTune noise of that alpha and seed 11. */
+static float *embedding_out(const nnt_tiling *t, const int64_t *tl, double alpha, int forwards)
+{
+    nnt_layer *emb = NULL;
+    EXPECT_OK(nnt_layer_embedding_create(ctx, 50, 16, 24, t, &emb));
+    EXPECT_OK(nnt_layer_init(emb, 5));
+    if (alpha > 0)
+        EXPECT_OK(nnt_layer_set_neftune(emb, alpha, 11));
+    int32_t ids[48];
+    for (int i = 0; i < 48; i++)
+        ids[i] = (i * 7 + 3) % 50;
+    nnt_tensor *tok = i32_tensor(2, (int64_t[2]){3, 16}, tl, ids), *y = NULL;
+    for (int f = 0; f < forwards; f++)
+        EXPECT_OK(nnt_layer_forward(emb, tok, &y));
+    float *out = test_to_host(y, NULL);
+    nnt_tensor_destroy(tok);
+    nnt_layer_destroy(emb);
+    return out;
+}
+
+/* NEFTune (nnt_layer_set_neftune): the forward adds noise uniform in +-alpha / sqrt(T C)
+ * (transformers' neftune_noise_alpha over its L x d = 16 x 24): every difference within
+ * it, the largest near it, mean and variance those of the uniform distribution (n 1152:
+ * mean within 4 standard errors of 0, variance mag^2 / 3 within 15 %); the same noise for
+ * another tiling (drawn by element position), a new one at the next forward; alpha 0
+ * none; bad values refused. */
+START_TEST(test_embedding_neftune)
+{
+    nnt_tiling whole = tiling_of(0, 0, 0, 0, 0, 0, 0), cut = tiling_of(0, 5, 7, 0, 16, 0, 0);
+    const double alpha = 5.0, mag = alpha / sqrt(16.0 * 24.0);
+    const int n = 3 * 16 * 24;
+    float *plain = embedding_out(&whole, (int64_t[2]){3, 16}, 0.0, 1);
+    float *noisy = embedding_out(&whole, (int64_t[2]){3, 16}, alpha, 1);
+    float *tiled = embedding_out(&cut, (int64_t[2]){2, 5}, alpha, 1);
+    float *second = embedding_out(&whole, (int64_t[2]){3, 16}, alpha, 2);
+    double mx = 0, sum = 0, sq = 0;
+    int same_next = 0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)noisy[i] - plain[i];
+        mx = fmax(mx, fabs(d)), sum += d, sq += d * d;
+        same_next += second[i] == noisy[i];
+    }
+    double mean = sum / n, var = sq / n - mean * mean;
+    printf("NEFTune alpha %g: max |noise| %.6f of %.6f, mean %.2e, variance %.6f (mag^2 / 3 "
+           "%.6f)\n", alpha, mx, mag, mean, var, mag * mag / 3);
+    ck_assert_msg(mx <= mag * (1 + 1e-5) + 1e-6 && mx >= 0.98 * mag, "max |noise| %g, bound %g",
+                  mx, mag);
+    ck_assert_msg(fabs(mean) < 4 * mag / sqrt(3.0 * n), "mean %g", mean);
+    ck_assert_msg(fabs(var / (mag * mag / 3) - 1) < 0.15, "variance %g, want %g", var,
+                  mag * mag / 3);
+    ck_assert_msg(memcmp(noisy, tiled, (size_t)n * sizeof *noisy) == 0,
+                  "another tiling drew other noise");
+    ck_assert_msg(same_next < n / 100, "the second forward drew the same noise (%d equal)",
+                  same_next);
+    nnt_layer *emb = NULL;
+    EXPECT_OK(nnt_layer_embedding_create(ctx, 5, 4, 4, NULL, &emb));
+    EXPECT_FAIL_MSG(nnt_layer_set_neftune(emb, -1.0, 0), NNT_E_INVAL, "alpha -1");
+    EXPECT_FAIL_MSG(nnt_layer_set_neftune(emb, INFINITY, 0), NNT_E_INVAL, "alpha inf");
+    nnt_layer *lin = NULL;
+    EXPECT_OK(nnt_layer_linear_create(ctx, 4, 4, 0, NULL, &lin));
+    EXPECT_FAIL_MSG(nnt_layer_set_neftune(lin, 1.0, 0), NNT_E_INVAL, "has no embedding");
+    nnt_layer_destroy(lin);
+    nnt_layer_destroy(emb);
+    free(plain), free(noisy), free(tiled), free(second);
+}
+END_TEST
+
 /* Under NNT_PRECISION_BF16 the products of linear and lm_head read bf16 copies of their
  * weights, converted once per forward: the results must be the bits of the same products on
  * the fp32 weights, rounded by each GEMM task (nnt_tensor_gemm under bf16), forward (y) and
@@ -2081,6 +2149,7 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_leaf_attention);
     tcase_add_test(tc, test_bf16_weight_copies);
     tcase_add_test(tc, test_leaf_embedding_lm_head);
+    tcase_add_test(tc, test_embedding_neftune);
     tcase_add_test(tc, test_leaf_cross_entropy);
     tcase_add_test(tc, test_composite_tilings);
     tcase_add_test(tc, test_tree_and_names);

@@ -344,6 +344,61 @@ static double loss_on_data(nnt_layer *model)
     return loss;
 }
 
+/* The run of test_open_matches_create built piece by piece (nnt_trainer_create) with the
+ * trainer options' label_smoothing and neftune_alpha, on a model whose layers got
+ * set_model's settings first (NULL: none); the model is kept in *model (with its optimizer
+ * and data, freed by free_pieces). */
+typedef struct pieces {
+    nnt_layer *m;
+    nnt_optim *o;
+    nnt_data *d;
+} pieces;
+
+static void run_pieces(void (*set_model)(nnt_layer *), double smoothing, double neftune,
+                       reports *rb, pieces *p)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    memset(rb, 0, sizeof *rb);
+    EXPECT_OK(nnt_model_create(ctx, &c, B, T, NULL, &p->m));
+    EXPECT_OK(nnt_layer_init(p->m, 7));
+    if (set_model)
+        set_model(p->m);
+    oo.lr = 3e-3, oo.min_lr = 3e-3 / 10, oo.total_steps = STEPS, oo.accum_steps = ACCUM;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &p->o));
+    EXPECT_OK(nnt_optim_add_layer(p->o, p->m));
+    EXPECT_OK(nnt_data_open(path_data, NNT_DATA_LLMC, NULL, V, &p->d));
+    nnt_trainer_options to = loop_options(rb);
+    to.train_tokens = 340, to.val_start = 340, to.val_len = 60, to.val_batches = 3;
+    to.label_smoothing = smoothing, to.neftune_alpha = neftune;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_create(p->m, p->o, p->d, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+}
+
+static void free_pieces(pieces *p)
+{
+    nnt_optim_destroy(p->o);
+    nnt_layer_destroy(p->m);
+    nnt_data_close(p->d);
+}
+
+/* Every step's report and the validations after steps 4 and 8 of a and b equal. */
+static void expect_same_run(const reports *a, const reports *b)
+{
+    for (int s = 1; s <= STEPS; s++)
+        expect_same_report(&a->step[s], &b->step[s]);
+    ck_assert_msg(a->val[4] > 0 && a->val[4] == b->val[4] && a->val[8] == b->val[8],
+                  "validations after steps 4 and 8: %.9g %.9g / %.9g %.9g", a->val[4],
+                  a->val[8], b->val[4], b->val[8]);
+}
+
+static void smoothing_03(nnt_layer *m)
+{
+    EXPECT_OK(nnt_layer_set_label_smoothing(m, 0.3));
+}
+
 /* label_smoothing: the run (steps and validations) of nnt_trainer_open with it is bit for bit
  * the run of a model whose loss layer has it (nnt_layer_set_label_smoothing) under a trainer
  * without it, and the run of that model without it and a trainer with it; another run than
@@ -354,7 +409,7 @@ START_TEST(test_label_smoothing)
     nnt_model_config c = tiny_config();
     nnt_optim_options oo = optim_options();
     nnt_run_config run = run_config(&c, &oo);
-    reports ra, rp;
+    reports ra, rp, rb;
     memset(&ra, 0, sizeof ra), memset(&rp, 0, sizeof rp);
     nnt_trainer_options to = loop_options(&ra);
     to.label_smoothing = 0.3;
@@ -370,38 +425,16 @@ START_TEST(test_label_smoothing)
                   "smoothed: loss %.9g, val %.9g; plain %.9g, %.9g", ra.step[1].loss,
                   ra.val[4], rp.step[1].loss, rp.val[4]);
     for (int k = 0; k < 2; k++) {   /* 0: the layer's setting, 1: the trainer's */
-        nnt_layer *m = NULL;
-        nnt_optim *o = NULL;
-        nnt_data *d = NULL;
-        reports rb;
-        memset(&rb, 0, sizeof rb);
-        EXPECT_OK(nnt_model_create(ctx, &c, B, T, NULL, &m));
-        EXPECT_OK(nnt_layer_init(m, 7));
-        if (k == 0)
-            EXPECT_OK(nnt_layer_set_label_smoothing(m, 0.3));
-        nnt_optim_options po = oo;
-        po.lr = 3e-3, po.min_lr = 3e-3 / 10, po.total_steps = STEPS, po.accum_steps = ACCUM;
-        EXPECT_OK(nnt_optim_create(ctx, &po, &o));
-        EXPECT_OK(nnt_optim_add_layer(o, m));
-        EXPECT_OK(nnt_data_open(path_data, NNT_DATA_LLMC, NULL, V, &d));
-        to = loop_options(&rb);
-        to.train_tokens = 340, to.val_start = 340, to.val_len = 60, to.val_batches = 3;
-        to.label_smoothing = k == 1 ? 0.3 : 0.0;
-        EXPECT_OK(nnt_trainer_create(m, o, d, &to, &tr));
-        EXPECT_OK(nnt_trainer_run(tr, 0));
-        nnt_trainer_destroy(tr);
-        for (int s = 1; s <= STEPS; s++)
-            expect_same_report(&ra.step[s], &rb.step[s]);
-        ck_assert(rb.nval == 2 && ra.val[4] == rb.val[4] && ra.val[8] == rb.val[8]);
+        pieces p;
+        run_pieces(k == 0 ? smoothing_03 : NULL, k == 1 ? 0.3 : 0.0, 0.0, &rb, &p);
+        expect_same_run(&ra, &rb);
         /* after the trainer: the model's own setting (0.3 set here, or none) */
-        double kept = loss_on_data(m);
-        EXPECT_OK(nnt_layer_set_label_smoothing(m, 0.0));
-        double plain = loss_on_data(m);
+        double kept = loss_on_data(p.m);
+        EXPECT_OK(nnt_layer_set_label_smoothing(p.m, 0.0));
+        double plain = loss_on_data(p.m);
         ck_assert_msg(k == 0 ? kept != plain : kept == plain, "model %d after its trainer: "
                       "loss %.9g, without smoothing %.9g", k, kept, plain);
-        nnt_optim_destroy(o);
-        nnt_layer_destroy(m);
-        nnt_data_close(d);
+        free_pieces(&p);
     }
     to = loop_options(&ra);
     to.label_smoothing = 1.0;
@@ -413,6 +446,70 @@ START_TEST(test_label_smoothing)
     to.dpo_beta = 0, run.num_labels = 3;
     EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL,
                     "a classifier's loss is not");
+}
+END_TEST
+
+static void neftune_5(nnt_layer *m)
+{
+    EXPECT_OK(nnt_layer_set_neftune(m, 5.0, 7));   /* loop_options' seed */
+}
+
+/* neftune_alpha: the run of nnt_trainer_open with it (5) is another run than without from
+ * its first step, and the same twice; bit for bit the run of a model with
+ * nnt_layer_set_neftune(5, the trainer's seed) under a trainer without it, and of a trainer
+ * with it; a validation before training is the plain one (no noise in validations); the
+ * trainer puts the model's own setting back. Refused: negative, with dpo_beta. */
+START_TEST(test_neftune)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_run_config run = run_config(&c, &oo);
+    reports ra, ra2, rp, rb;
+    memset(&ra, 0, sizeof ra), memset(&ra2, 0, sizeof ra2), memset(&rp, 0, sizeof rp);
+    nnt_trainer *tr = NULL;
+    double v_noisy = 0, v_plain = 0;
+    reports *runs[3] = {&ra, &ra2, &rp};
+    for (int k = 0; k < 3; k++) {
+        nnt_trainer_options to = loop_options(runs[k]);
+        to.neftune_alpha = k < 2 ? 5.0 : 0.0;
+        EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+        if (k != 1)
+            EXPECT_OK(nnt_trainer_validate(tr, k == 0 ? &v_noisy : &v_plain));
+        EXPECT_OK(nnt_trainer_run(tr, 0));
+        nnt_trainer_destroy(tr);
+    }
+    ck_assert_msg(v_noisy == v_plain, "validation before training: %.9g with NEFTune, %.9g "
+                  "without", v_noisy, v_plain);
+    ck_assert_msg(ra.step[1].loss != rp.step[1].loss, "step 1: loss %.9g with NEFTune, as "
+                  "without", ra.step[1].loss);
+    expect_same_run(&ra, &ra2);
+    for (int k = 0; k < 2; k++) {   /* 0: the layer's setting, 1: the trainer's */
+        pieces p;
+        run_pieces(k == 0 ? neftune_5 : NULL, 0.0, k == 1 ? 5.0 : 0.0, &rb, &p);
+        expect_same_run(&ra, &rb);
+        free_pieces(&p);
+    }
+    /* the trainer's noise taken off its model again: the plain run after it */
+    pieces p;
+    run_pieces(NULL, 0.0, 5.0, &rb, &p);
+    nnt_trainer_options to = loop_options(&rb);
+    to.train_tokens = 340, to.val_start = 340, to.val_len = 60, to.val_batches = 3;
+    EXPECT_OK(nnt_layer_init(p.m, 7));
+    nnt_optim_destroy(p.o);
+    oo.lr = 3e-3, oo.min_lr = 3e-3 / 10, oo.total_steps = STEPS, oo.accum_steps = ACCUM;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &p.o));
+    EXPECT_OK(nnt_optim_add_layer(p.o, p.m));
+    memset(&rb, 0, sizeof rb);
+    EXPECT_OK(nnt_trainer_create(p.m, p.o, p.d, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    expect_same_run(&rp, &rb);
+    free_pieces(&p);
+    to = loop_options(&ra);
+    to.neftune_alpha = -1;
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "neftune_alpha -1");
+    to.neftune_alpha = 5, to.dpo_beta = 0.1;
+    EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "preference losses");
 }
 END_TEST
 
@@ -1188,6 +1285,7 @@ int main(void)
     tcase_add_test(tc, test_older_sizes);
     tcase_add_test(tc, test_early_stop);
     tcase_add_test(tc, test_label_smoothing);
+    tcase_add_test(tc, test_neftune);
     tcase_add_test(tc, test_fine_tune_resume);
     tcase_add_test(tc, test_keep_previous);
     tcase_add_test(tc, test_tokenizer_of_source);

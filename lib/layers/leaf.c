@@ -217,6 +217,11 @@ typedef struct embedding {
     nnt_tensor *dscaled;            // (B, T, C) scale * dy
     uint64_t table_seen;            // narrow_table: 1 + wte's write count when it last
                                     // looked (0: never)
+    double noise_alpha;             // NEFTune (nnt_layer_set_neftune); 0: none
+    uint64_t noise_seed;
+    int64_t noise_passes;           // training forwards with noise (the pass without the
+                                    // trainer's micro-batch number)
+    nnt_tensor *noise;              // (B, T, C)
 } embedding;
 
 /* The sum of t's tiles' write counts: it changes whenever a task or a host copy writes t. */
@@ -289,6 +294,30 @@ static int add_positions(nnt_layer *l, embedding *e, nnt_tensor *x, nnt_tensor *
     return nnt_tensor_axpby(1.0, e->pos_out, 1.0, e->out);
 }
 
+uint64_t gl_pass_seed(uint64_t seed, int64_t pass)
+{
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (uint64_t)pass;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* NEFTune: out (B, T, C) += uniform noise in [-alpha / sqrt(T C), alpha / sqrt(T C)] (after
+ * the scale, as transformers' hook adds it to the embedding module's output), drawn for the
+ * pass (the trainer's micro-batch number, else the noisy forwards counted), in a forward
+ * that trains (none in validation and generation: ctx->no_dropout). */
+static int add_noise(nnt_layer *l, embedding *e)
+{
+    if (e->noise_alpha == 0.0 || l->ctx->no_dropout)
+        return NNT_OK;
+    nnt_tensor *out = e->out;
+    double mag = e->noise_alpha / sqrt((double)out->shape[1] * (double)out->shape[2]);
+    int64_t pass = l->ctx->dropout_pass > 0 ? l->ctx->dropout_pass : ++e->noise_passes;
+    NNT_TRY(nnt_layer_ensure(l, &e->noise, NNT_FP32, 3, out->shape, out->tile));
+    NNT_TRY(nnt_tensor_fill_uniform(e->noise, gl_pass_seed(e->noise_seed, pass), -mag, mag));
+    return nnt_tensor_axpby(1.0, e->noise, 1.0, out);
+}
+
 /* positions: the tokens' rows of the position table (NULL: 0 .. T - 1); none without one */
 static int embedding_forward_pos(nnt_layer *l, nnt_tensor *x, nnt_tensor *positions,
                                  nnt_tensor **y)
@@ -316,6 +345,7 @@ static int embedding_forward_pos(nnt_layer *l, nnt_tensor *x, nnt_tensor *positi
         NNT_TRY(add_positions(l, e, x, p, wpe));
     if (e->scale != 0.0)
         NNT_TRY(nnt_tensor_scale(e->out, e->scale));
+    NNT_TRY(add_noise(l, e));
     *y = e->out;
     return NNT_OK;
 }
@@ -409,7 +439,7 @@ static void embedding_destroy(nnt_layer *l)
     embedding *e = l->impl;
     nnt_tensor *own[] = {e->tokens, e->wpe_rows, e->dwpe_rows, e->out, e->pos_rows,
                          e->dy_cache, e->tmp, e->dwte_scratch, e->dscaled, e->pos,
-                         e->pos_out};
+                         e->pos_out, e->noise};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
@@ -469,6 +499,44 @@ int gl_embedding_set_scale(nnt_layer *l, double scale)
                         l->vt->kind_name, scale);
     ((embedding *)l->impl)->scale = scale == 1.0 ? 0.0 : scale;
     return NNT_OK;
+}
+
+/* The first embedding layer of l's tree, depth first (NULL: none). */
+static nnt_layer *first_embedding(nnt_layer *l)
+{
+    if (l->vt == &embedding_vt)
+        return l;
+    nnt_layer *inner = l->vt->inner ? l->vt->inner(l) : NULL;
+    if (inner && inner != l)
+        return first_embedding(inner);
+    for (int i = 0; i < l->nchildren; i++) {
+        nnt_layer *e = first_embedding(l->children[i]);
+        if (e)
+            return e;
+    }
+    return NULL;
+}
+
+NNT_API int nnt_layer_set_neftune(nnt_layer *layer, double alpha, uint64_t seed)
+{
+    static const char fn[] = "nnt_layer_set_neftune";
+    NNT_TRY(nnt_layer_check(layer, fn));
+    nnt_layer *l = first_embedding(layer);
+    if (!l)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: a %s layer has no embedding layer",
+                        fn, layer->vt->kind_name);
+    if (!(alpha >= 0.0) || !isfinite(alpha))
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: alpha %g (>= 0; 0: no noise)", fn, alpha);
+    embedding *e = l->impl;
+    e->noise_alpha = alpha, e->noise_seed = seed, e->noise_passes = 0;
+    return NNT_OK;
+}
+
+void gl_embedding_noise_of(nnt_layer *l, double *alpha, uint64_t *seed)
+{
+    nnt_layer *emb = first_embedding(l);
+    *alpha = emb ? ((embedding *)emb->impl)->noise_alpha : 0.0;
+    *seed = emb ? ((embedding *)emb->impl)->noise_seed : 0;
 }
 
 NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,

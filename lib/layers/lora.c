@@ -90,11 +90,8 @@ void gl_lora_free(nnt_layer *l, gl_lora *lo)
  * gets its forward's mask). */
 static uint64_t mask_seed(const nnt_layer *l, const gl_lora *lo)
 {
-    int64_t pass = l->ctx->dropout_pass > 0 ? l->ctx->dropout_pass : lo->passes + 1;
-    uint64_t z = lo->seed + 0x9e3779b97f4a7c15ull * (uint64_t)pass;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return gl_pass_seed(lo->seed, l->ctx->dropout_pass > 0 ? l->ctx->dropout_pass
+                                                            : lo->passes + 1);
 }
 
 int gl_lora_begin(nnt_layer *l, gl_lora *lo, nnt_tensor *x)

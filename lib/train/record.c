@@ -79,7 +79,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     const nnt_trainer_options *o = &tr->o;
     const nnt_optim_options *oo = &tr->opt->opts;
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    char best[40] = "", base[96] = "", decay[80] = "", early[96] = "", smooth[48] = "";
+    char best[40] = "", base[96] = "", decay[80] = "", early[96] = "", smooth[96] = "";
     uint64_t sum = 0;
     *out = NULL;
     NNT_TRY(nnt_model_config_of(tr->model, &c));
@@ -112,6 +112,9 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
                  (long long)o->early_stop, o->early_stop_delta);
     if (o->label_smoothing > 0)
         snprintf(smooth, sizeof smooth, ", \"label_smoothing\": %.17g", o->label_smoothing);
+    if (o->neftune_alpha > 0)
+        snprintf(smooth + strlen(smooth), sizeof smooth - strlen(smooth),
+                 ", \"neftune_alpha\": %.17g", o->neftune_alpha);
     snprintf(s, cap,
              "{\"program\": \"%s\", \"step\": %lld, \"model\": {\"family\": %d, "
              "\"vocab\": %lld, \"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, "

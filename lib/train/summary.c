@@ -124,8 +124,13 @@ static void add_data(const nnt_trainer *tr, nnt_text *t)
             "and validation losses are the smoothed ones\n", 1.0 - o->label_smoothing,
             o->label_smoothing, o->label_smoothing);
     nnt_model_config mc;
-    if (!(o->dpo_beta > 0) && nnt_model_config_of(tr->model, &mc) == 0 &&
-        nnt_model_is_reward(&mc))
+    int have_mc = nnt_model_config_of(tr->model, &mc) == 0;
+    if (o->neftune_alpha > 0 && have_mc)
+        add(t, "noise:     NEFTune: the embeddings of each training forward plus uniform noise "
+            "in +-%g / sqrt(T C) = +-%g (transformers' neftune_noise_alpha); none in "
+            "validations\n", o->neftune_alpha,
+            o->neftune_alpha / sqrt((double)o->seq * (double)mc.channels));
+    if (!(o->dpo_beta > 0) && have_mc && nnt_model_is_reward(&mc))
         add(t, "loss:      a reward model's (TRL's RewardTrainer: -log sigmoid(r_chosen - "
             "r_rejected)%s, r a row's score at its last token that is not padding, id %lld): "
             "%lld pairs of rows (chosen, rejected), %lld a micro-batch%s\n",

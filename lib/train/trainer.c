@@ -107,6 +107,13 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         return nnt_fail(ctx, NNT_E_INVAL, "%s: label_smoothing %g smooths the language-model "
                         "loss; preference losses (dpo_beta %g) read log-likelihoods", fn,
                         o->label_smoothing, o->dpo_beta);
+    if (!(o->neftune_alpha >= 0) || !isfinite(o->neftune_alpha))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: neftune_alpha %g (>= 0; 0: none)", fn,
+                        o->neftune_alpha);
+    if (o->neftune_alpha > 0 && o->dpo_beta > 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: neftune_alpha %g: not with preference losses "
+                        "(dpo_beta %g), whose reference passes would see noise or not", fn,
+                        o->neftune_alpha, o->dpo_beta);
     if (!(o->reward_center >= 0) || !isfinite(o->reward_center))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: reward_center %g (>= 0; 0: none)", fn,
                         o->reward_center);
@@ -240,6 +247,17 @@ static int among(const nnt_tensor *v, const nnt_tensor *const *set, int n)
 }
 
 /* The data's split, the batch tensors and buffers, the rng, the FLOPs of a token. */
+/* neftune_alpha: set on the model's embedding (its own setting put back at destroy). */
+static int noise_prepare(nnt_trainer *tr)
+{
+    if (tr->o.neftune_alpha == 0.0)
+        return NNT_OK;
+    gl_embedding_noise_of(tr->model, &tr->noise_before, &tr->noise_seed_before);
+    NNT_TRY(nnt_layer_set_neftune(tr->model, tr->o.neftune_alpha, tr->o.seed));
+    tr->noise_set = 1;
+    return NNT_OK;
+}
+
 /* label_smoothing: set on the model's loss layer (its own setting put back at destroy). */
 static int smoothing_prepare(nnt_trainer *tr, const char *fn, const nnt_model_config *cfg)
 {
@@ -336,6 +354,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
     NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
     tr->done = stats.step;
     NNT_TRY(smoothing_prepare(tr, fn, &cfg));
+    NNT_TRY(noise_prepare(tr));
     if (cfg.problem_type != NNT_PROBLEM_DEFAULT)
         NNT_TRY(values_prepare(tr, fn, &cfg));
     else
@@ -638,6 +657,8 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
     tr->magic = 0;
     if (tr->smoothing_set)
         nnt_layer_set_label_smoothing(tr->model, tr->smoothing_before);
+    if (tr->noise_set)
+        nnt_layer_set_neftune(tr->model, tr->noise_before, tr->noise_seed_before);
     nnt_tensor_destroy(tr->tokens);
     nnt_tensor_destroy(tr->positions);
     free(tr->pos_host);

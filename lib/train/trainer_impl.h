@@ -82,6 +82,9 @@ struct nnt_trainer {
     int64_t early_stop_step;       /* the step whose validation stopped the run; 0: none   */
     int smoothing_set;             /* label_smoothing set on the model: put back at destroy */
     double smoothing_before;       /* the model's label smoothing before                  */
+    int noise_set;                 /* neftune_alpha set on the model: put back at destroy   */
+    double noise_before;           /* the model's NEFTune alpha and seed before             */
+    uint64_t noise_seed_before;
     double last_val_accuracy;      /* a classifier's last validation's accuracy             */
     double last_val_exact, last_val_f1; /* a multi-label one's exact match and micro F1      */
     double last_val_mae;           /* a regression's last validation's mean absolute error  */
