@@ -78,7 +78,6 @@ void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
     }
 }
 
-
 /* ---- label smoothing: the uniform part of the target distribution ------------------------- */
 
 void nnt_cpu_xent_smooth_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,

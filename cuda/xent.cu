@@ -47,7 +47,8 @@ __global__ void xent_fwd_kernel(int64_t rows, int64_t nv, int64_t v0,
         double xt = 0.0;
         for (int64_t j = tid; j < nv; j += kThreads) {
             const float x = row[j];
-            xt += x;
+            if (d)   /* (uniform over the grid: no divergence; no double adds without it) */
+                xt += x;
             if (x > mt) {
                 st = st * expf(mt - x) + 1.0f; /* mt == -inf: 0 * 0 + 1 */
                 mt = x;
@@ -59,7 +60,8 @@ __global__ void xent_fwd_kernel(int64_t rows, int64_t nv, int64_t v0,
             float mo = __shfl_xor_sync(0xffffffffu, mt, off);
             float so = __shfl_xor_sync(0xffffffffu, st, off);
             lse_merge(mt, st, mo, so);
-            xt += __shfl_xor_sync(0xffffffffu, xt, off);
+            if (d)
+                xt += __shfl_xor_sync(0xffffffffu, xt, off);
         }
         if (lane == 0) {
             sm[warp] = mt;
