@@ -64,6 +64,20 @@ same_losses() {
     fi
 }
 
+# resumed_same OPTION VALUE FULL PART: the run stopped after step 3 (in $tmp/PART) and
+# resumed without the option restores it from the checkpoint ("resumed with" names it) and
+# logs the losses of the run straight through ($tmp/FULL), 6 steps; NAME_rest is the resume.
+resumed_same() {
+    if cut -d, -f2 "$tmp/$3/train.csv" > "$tmp/$3.losses" &&
+       cut -d, -f2 "$tmp/$4/train.csv" > "$tmp/$4.losses" &&
+       [ "$(wc -l < "$tmp/$3.losses")" = 7 ] && cmp -s "$tmp/$3.losses" "$tmp/$4.losses" &&
+       grep -q "resumed with its run's .*--$1 $2" "$tmp/$4_rest.err"; then
+        echo "ok: --$1 resumed after step 3: the 6 losses of the run straight through"
+    else
+        fail "--$1 resumed: the losses differ or it was not restored: $(paste -s -d' ' "$tmp/$3.losses") / $(paste -s -d' ' "$tmp/$4.losses"); $(grep '^resumed with' "$tmp/$4_rest.err")"
+    fi
+}
+
 i=0
 while [ $i -lt 300 ]; do
     echo "line $i: the quick brown fox jumps over the lazy dog; a stitch in time saves nine."
@@ -270,40 +284,34 @@ expect_error delta_alone "give --early-stop" $gpt $run_args --early-stop-delta 0
 # ---- --label-smoothing -----------------------------------------------------------------------------
 smooth="$gpt --batch 2 --seq 16 --sample 0 --cpus 2 --steps 6 --print-loss --data $tmp/tok.bin"
 # shellcheck disable=SC2086
-run_ok ls_plain $smooth --out "$tmp/l0"
+run_ok ls_plain $smooth --out "$tmp/ls_plain"
 # shellcheck disable=SC2086
-run_ok ls_full $smooth --label-smoothing 0.2 --out "$tmp/l1"
+run_ok ls_full $smooth --label-smoothing 0.2 --out "$tmp/ls_full"
 # shellcheck disable=SC2086
-run_ok ls_part $smooth --label-smoothing 0.2 --stop-after 3 --out "$tmp/l2"
-run_ok ls_rest --resume "$tmp/l2/checkpoint.safetensors" --print-loss
+run_ok ls_part $smooth --label-smoothing 0.2 --stop-after 3 --out "$tmp/ls_part"
+run_ok ls_part_rest --resume "$tmp/ls_part/checkpoint.safetensors" --print-loss
 if [ "$(head -n 1 "$tmp/ls_plain.out")" != "$(head -n 1 "$tmp/ls_full.out")" ] &&
    grep -q "^loss: .*(label smoothing 0.2, transformers' LabelSmoother)" "$tmp/ls_full.err"; then
     echo "ok: --label-smoothing 0.2: step 1 $(head -n 1 "$tmp/ls_full.out"), without $(head -n 1 "$tmp/ls_plain.out")"
 else
     fail "--label-smoothing: the losses or the summary: $(head -n 1 "$tmp/ls_full.out") / $(head -n 1 "$tmp/ls_plain.out"); $(grep '^loss:' "$tmp/ls_full.err")"
 fi
-if cut -d, -f2 "$tmp/l1/train.csv" > "$tmp/ls_a" && cut -d, -f2 "$tmp/l2/train.csv" > "$tmp/ls_b" &&
-   [ "$(wc -l < "$tmp/ls_a")" = 7 ] && cmp -s "$tmp/ls_a" "$tmp/ls_b" &&
-   grep -q "resumed with its run's .*--label-smoothing 0.2" "$tmp/ls_rest.err"; then
-    echo "ok: --label-smoothing resumed after step 3: the 6 losses of the run straight through"
-else
-    fail "--label-smoothing resumed: the losses differ or it was not restored: $(paste -s -d' ' "$tmp/ls_a") / $(paste -s -d' ' "$tmp/ls_b"); $(grep '^resumed with' "$tmp/ls_rest.err")"
-fi
+resumed_same label-smoothing 0.2 ls_full ls_part
 # shellcheck disable=SC2086
 expect_error ls_dpo "not with --dpo-beta" $gpt $run_args --label-smoothing 0.1 --dpo-beta 0.1 \
-    --out "$tmp/l3"
+    --out "$tmp/ls_dpo"
 # shellcheck disable=SC2086
 expect_error ls_cls "not a classifier's" $gpt $run_args --label-smoothing 0.1 --num-labels 3 \
-    --out "$tmp/l4"
+    --out "$tmp/ls_cls"
 # shellcheck disable=SC2086
-expect_error ls_range "out of range" $gpt $run_args --label-smoothing 1 --out "$tmp/l5"
+expect_error ls_range "out of range" $gpt $run_args --label-smoothing 1 --out "$tmp/ls_range"
 
 # ---- --neftune-alpha --------------------------------------------------------------------------------
 # shellcheck disable=SC2086
-run_ok nf_full $smooth --neftune-alpha 5 --out "$tmp/n1"
+run_ok nf_full $smooth --neftune-alpha 5 --out "$tmp/nf_full"
 # shellcheck disable=SC2086
-run_ok nf_part $smooth --neftune-alpha 5 --stop-after 3 --out "$tmp/n2"
-run_ok nf_rest --resume "$tmp/n2/checkpoint.safetensors" --print-loss
+run_ok nf_part $smooth --neftune-alpha 5 --stop-after 3 --out "$tmp/nf_part"
+run_ok nf_part_rest --resume "$tmp/nf_part/checkpoint.safetensors" --print-loss
 # T 16, C 32: 5 / sqrt(512) = 0.220971
 if [ "$(head -n 1 "$tmp/ls_plain.out")" != "$(head -n 1 "$tmp/nf_full.out")" ] &&
    grep -q "^noise: .* +-5 / sqrt(T C) = +-0.220971 " "$tmp/nf_full.err"; then
@@ -311,16 +319,10 @@ if [ "$(head -n 1 "$tmp/ls_plain.out")" != "$(head -n 1 "$tmp/nf_full.out")" ] &
 else
     fail "--neftune-alpha: the losses or the summary: $(head -n 1 "$tmp/nf_full.out") / $(head -n 1 "$tmp/ls_plain.out"); $(grep '^noise:' "$tmp/nf_full.err")"
 fi
-if cut -d, -f2 "$tmp/n1/train.csv" > "$tmp/nf_a" && cut -d, -f2 "$tmp/n2/train.csv" > "$tmp/nf_b" &&
-   [ "$(wc -l < "$tmp/nf_a")" = 7 ] && cmp -s "$tmp/nf_a" "$tmp/nf_b" &&
-   grep -q "resumed with its run's .*--neftune-alpha 5" "$tmp/nf_rest.err"; then
-    echo "ok: --neftune-alpha resumed after step 3: the 6 losses of the run straight through"
-else
-    fail "--neftune-alpha resumed: the losses differ or it was not restored: $(paste -s -d' ' "$tmp/nf_a") / $(paste -s -d' ' "$tmp/nf_b"); $(grep '^resumed with' "$tmp/nf_rest.err")"
-fi
+resumed_same neftune-alpha 5 nf_full nf_part
 # shellcheck disable=SC2086
 expect_error nf_dpo "not with --dpo-beta" $gpt $run_args --neftune-alpha 5 --dpo-beta 0.1 \
-    --out "$tmp/n3"
+    --out "$tmp/nf_dpo"
 
 # ---- --quiet ---------------------------------------------------------------------------------------
 run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \

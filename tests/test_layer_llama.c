@@ -183,6 +183,32 @@ static nnt_layer *load(const fix_model *m, const nnt_tiling *t)
 
 /* ---- logits, loss, gradients ------------------------------------------------------------ */
 
+/* Every gradient of l against the fixture r's grad.<HF name> (normwise relative): the
+ * largest above *eg goes into *eg, its parameter's HF name and suffix into worst. */
+static void worst_gradient(const fix_model *m, nnt_layer *l, nnt_st_reader *r,
+                           const char *suffix, double *eg, char *worst, size_t cap)
+{
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        char name[256], gname[300];
+        hf_name(m, p.name, name, sizeof name);
+        snprintf(gname, sizeof gname, "grad.%s", name);
+        int64_t ng = 0, nw = 0;
+        float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw);
+        float *got = test_to_host(p.grad, &ng);
+        ck_assert_int_eq(ng, nw);
+        double e = test_rel_err(got, want, ng);
+        if (e >= *eg) {
+            *eg = e;
+            snprintf(worst, cap, "%s%s", name, suffix);
+        }
+        free(want);
+        free(got);
+    }
+}
+
 /* _i = model * 3 + tiling */
 START_TEST(test_reference)
 {
@@ -212,8 +238,6 @@ START_TEST(test_reference)
     EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
     double eloss = fabs(loss - want_loss[0]) / want_loss[0], eg = 0.0;
     char worst[300] = "";
-    int64_t count = 0;
-    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
     /* round 0: zero-filled gradients (nnt_layer_zero_grad); round 1: nnt-train's path,
      * nnt_layer_clear_grad (linear, attention and embedding gradients dropped, the backward
      * writes them), against the same reference */
@@ -223,23 +247,7 @@ START_TEST(test_reference)
             EXPECT_OK(nnt_layer_forward(l, x, NULL));
             EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
         }
-        for (int64_t i = 0; i < count; i++) {
-            nnt_param_info p = test_param_at(l, i);
-            char name[256], gname[300];
-            hf_name(m, p.name, name, sizeof name);
-            snprintf(gname, sizeof gname, "grad.%s", name);
-            int64_t ng = 0, nw = 0;
-            float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw);
-            float *got = test_to_host(p.grad, &ng);
-            ck_assert_int_eq(ng, nw);
-            double e = test_rel_err(got, want, ng);
-            if (e >= eg) {
-                eg = e;
-                snprintf(worst, sizeof worst, "%s%s", name, round ? " after clear_grad" : "");
-            }
-            free(want);
-            free(got);
-        }
+        worst_gradient(m, l, r, round ? " after clear_grad" : "", &eg, worst, sizeof worst);
     }
     printf("test_layer_llama %s tiling %d: logits rel %.2e, loss rel %.2e, worst gradient "
            "rel %.2e (%s)\n", m->name, ti, el, eloss, eg, worst);
@@ -286,25 +294,7 @@ START_TEST(test_smoothed)
     EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
     double eloss = fabs(loss - want_loss[0]) / want_loss[0];
     char worst[300] = "";
-    int64_t count = 0;
-    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
-    for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = test_param_at(l, i);
-        char name[256], gname[300];
-        hf_name(m, p.name, name, sizeof name);
-        snprintf(gname, sizeof gname, "grad.%s", name);
-        int64_t ng = 0, nw = 0;
-        float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw);
-        float *got = test_to_host(p.grad, &ng);
-        ck_assert_int_eq(ng, nw);
-        double e = test_rel_err(got, want, ng);
-        if (e >= eg) {
-            eg = e;
-            snprintf(worst, sizeof worst, "%s", name);
-        }
-        free(want);
-        free(got);
-    }
+    worst_gradient(m, l, r, "", &eg, worst, sizeof worst);
     printf("test_layer_llama %s smoothed %g, tiling %d: loss rel %.2e, worst gradient rel "
            "%.2e (%s)\n", m->name, (double)eps[0], ti, eloss, eg, worst);
     EXPECT_TOL(eloss, SMOOTH_LOSS_TOL, "%s tiling %d: smoothed loss", m->name, ti);
