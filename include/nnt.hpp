@@ -565,6 +565,24 @@ inline void cross_entropy_backward(tensor_ref logits, tensor_ref targets,
     check(nnt_tensor_cross_entropy_backward(logits.get(), targets.get(), ignore_index, lse.get(),
                                             scale, dlogits.get()));
 }
+/* Label smoothing eps: the cross-entropy against (1 - eps) one-hot + eps / V, and its
+ * gradient with per-row weights (a null tensor_ref: 1). */
+inline void cross_entropy_smoothed(tensor_ref logits, tensor_ref targets,
+                                   std::int32_t ignore_index, double eps, tensor_ref loss,
+                                   tensor_ref lse)
+{
+    check(nnt_tensor_cross_entropy_smoothed(logits.get(), targets.get(), ignore_index, eps,
+                                            loss.get(), lse.get()));
+}
+inline void cross_entropy_smoothed_backward(tensor_ref logits, tensor_ref targets,
+                                            std::int32_t ignore_index, tensor_ref lse,
+                                            double eps, double scale, tensor_ref weights,
+                                            tensor_ref dlogits)
+{
+    check(nnt_tensor_cross_entropy_smoothed_backward(logits.get(), targets.get(), ignore_index,
+                                                     lse.get(), eps, scale, weights.get(),
+                                                     dlogits.get()));
+}
 inline void swiglu(tensor_ref gate, tensor_ref up, tensor_ref y)
 {
     check(nnt_tensor_swiglu(gate.get(), up.get(), y.get()));
@@ -901,6 +919,15 @@ public:
                                            static_cast<std::int64_t>(weights.size())));
     }
     void clear_target_weights() { check(nnt_layer_set_target_weights(h(), nullptr, 0)); }
+    /* Label smoothing eps in [0, 1) of the cross-entropy of the following forwards and
+     * backwards (transformers' label_smoothing_factor); 0: none. */
+    void set_label_smoothing(double eps) { check(nnt_layer_set_label_smoothing(h(), eps)); }
+    /* NEFTune: uniform noise in +-alpha / sqrt(T C) on the embeddings of the following
+     * forwards that train, drawn from seed; 0: none. */
+    void set_neftune(double alpha, std::uint64_t seed = 0)
+    {
+        check(nnt_layer_set_neftune(h(), alpha, seed));
+    }
     /* A classifier's logits of the last forward with targets at each row's pooled position
      * into out (B x num_labels floats; before the backward). */
     void pooled_logits(span<float> out)

@@ -328,6 +328,19 @@ run train_cpp(nnt::context &ctx, const nnt::model_config &cfg)
     m.forward(tok);
     EXPECT(m.loss() == mean);
     m.clear_positions();
+    /* label smoothing 0.2: another loss, the plain one again at 0; NEFTune: another loss of
+     * a forward that trains */
+    m.set_label_smoothing(0.2);
+    m.forward(tok);
+    EXPECT(m.loss() != mean);
+    EXPECT_ERROR(NNT_E_INVAL, "outside [0, 1)", m.set_label_smoothing(1.0));
+    m.set_label_smoothing(0.0);
+    m.set_neftune(5.0, 3);
+    m.forward(tok);
+    EXPECT(m.loss() != mean);
+    m.set_neftune(0.0);
+    m.forward(tok);
+    EXPECT(m.loss() == mean);
     for (const nnt::param_info &p : m.params())
         r.params.push_back(p.value.to_vector<float>());
     r.generated = m.generate(prompt, 5);
