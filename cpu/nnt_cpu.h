@@ -759,12 +759,13 @@ void nnt_cpu_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
 void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
                            const float *m, const float *s, const float *tgt, float *loss,
                            float *lse);
-/* dlogits[r, j] = scale * w[r] * (exp(logit - m) / s - [v0 + j == target]); 0 for ignored
- * rows; w NULL: 1. dlogits has leading dim ld. (scale = dloss / number of valid rows.)   set */
+/* dlogits[r, j] = scale * w[r] * (exp(logit - m) / s - (1 - eps) [v0 + j == target]
+ * - eps / V); 0 for ignored rows; w NULL: 1; eps 0: no label smoothing (vocab unused).
+ * dlogits has leading dim ld. (scale = dloss / number of valid rows.)                   set */
 void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, int32_t ignore_index,
                                 const float *m, const float *s, const float *w, float scale,
-                                float *dlogits);
+                                float eps, int64_t vocab, float *dlogits);
 /* Label smoothing eps over a vocabulary of V ids (the target distribution (1 - eps) one-hot +
  * eps / V): loss[r] = (1 - eps) loss[r] + eps (log s[r] - d[r] / V) (= lse - mean logit) for
  * the rows not ignored; loss from nnt_cpu_xent_loss_f32, s and d of the whole row.
@@ -772,13 +773,6 @@ void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
 void nnt_cpu_xent_smooth_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
                                   float eps, int64_t vocab, const float *s, const float *d,
                                   float *loss);
-/* After nnt_cpu_xent_bwd_block_f32 on the same block: the rows not ignored get
- * - scale w[r] eps / V everywhere and + scale w[r] eps at their target, making the gradient
- * scale w[r] (softmax - (1 - eps) one-hot - eps / V)                                 dlogits += */
-void nnt_cpu_xent_smooth_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
-                                       const int32_t *targets, int32_t ignore_index,
-                                       const float *w, float scale, float eps, int64_t vocab,
-                                       float *dlogits, int64_t ld);
 
 /* ---- embedding, table split over vocabulary blocks -------------------------------------------
  * table: (nv, nc) rows for vocabulary ids [v0, v0 + nv), leading dim ldt.

@@ -54,12 +54,24 @@ void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_
     }
 }
 
-/* dlogits (rows, nv; leading dim ld) = scale (softmax - onehot), 0 for ignored rows.
- * dlogits may be logits itself (in place). */
+/* Label smoothing's part of a row's gradient dx (nv ids, the target at t when in [0, nv)),
+ * from sr (softmax - one-hot): - sr eps / V everywhere and + sr eps at the target. */
+static void smooth_row(int64_t nv, int64_t t, float sr, float eps, int64_t vocab, float *dx)
+{
+    float uniform = sr * eps / (float)vocab;
+    for (int64_t j = 0; j < nv; j++)
+        dx[j] -= uniform;
+    if (t >= 0 && t < nv)
+        dx[t] += sr * eps;   /* the one-hot's weight is 1 - eps */
+}
+
+/* dlogits (rows, nv; leading dim ld) = scale (softmax - (1 - eps) onehot - eps / V), 0 for
+ * ignored rows; each row's smoothing while it is in cache. dlogits may be logits itself (in
+ * place). */
 void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, int32_t ignore_index,
                                 const float *m, const float *s, const float *w, float scale,
-                                float *dlogits)
+                                float eps, int64_t vocab, float *dlogits)
 {
     for (int64_t r = 0; r < rows; r++) {
         const float *x = logits + r * ld;
@@ -75,6 +87,8 @@ void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
         int64_t t = (int64_t)targets[r] - v0;
         if (t >= 0 && t < nv)
             dx[t] -= sr;
+        if (eps > 0.0f)
+            smooth_row(nv, t, sr, eps, vocab, dx);
     }
 }
 
@@ -90,24 +104,5 @@ void nnt_cpu_xent_smooth_loss_f32(int64_t rows, const int32_t *targets, int32_t 
         /* lse - mean(x) = (m + log s) - (m + d / V), the mean over v of -log p_v */
         float uniform = logf(s[r]) - d[r] / (float)vocab;
         loss[r] = (1.0f - eps) * loss[r] + eps * uniform;
-    }
-}
-
-void nnt_cpu_xent_smooth_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
-                                       const int32_t *targets, int32_t ignore_index,
-                                       const float *w, float scale, float eps, int64_t vocab,
-                                       float *dlogits, int64_t ld)
-{
-    for (int64_t r = 0; r < rows; r++) {
-        if (targets[r] == ignore_index)
-            continue;
-        float sr = w ? scale * w[r] : scale;
-        float uniform = sr * eps / (float)vocab;
-        float *dx = dlogits + r * ld;
-        for (int64_t j = 0; j < nv; j++)
-            dx[j] -= uniform;
-        int64_t t = (int64_t)targets[r] - v0;
-        if (t >= 0 && t < nv)
-            dx[t] += sr * eps;   /* the one-hot's weight is 1 - eps */
     }
 }

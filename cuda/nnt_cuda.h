@@ -341,14 +341,10 @@ int nnt_cuda_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_
 int nnt_cuda_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, int32_t ignore_index,
                                 const float *m, const float *s, const float *w, float scale,
-                                float *dlogits, cudaStream_t stream);
+                                float eps, int64_t vocab, float *dlogits, cudaStream_t stream);
 int nnt_cuda_xent_smooth_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
                                   float eps, int64_t vocab, const float *s, const float *d,
                                   float *loss, cudaStream_t stream);
-int nnt_cuda_xent_smooth_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
-                                       const int32_t *targets, int32_t ignore_index,
-                                       const float *w, float scale, float eps, int64_t vocab,
-                                       float *dlogits, int64_t ld, cudaStream_t stream);
 
 /* ---- embedding (cuda/embedding.cu) ---------------------------------------------------------------- */
 int nnt_cuda_embedding_gather_f32(int64_t ntok, int64_t nc, const int32_t *tok, int64_t v0,

@@ -109,12 +109,14 @@ __global__ void xent_loss_kernel(int64_t rows, const int32_t *__restrict__ targe
     }
 }
 
+/* eps > 0: label smoothing over vocab ids, as nnt_cpu_xent_bwd_block_f32 (the same
+ * operations in the same order) */
 __global__ void xent_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
                                 const float *logits, int64_t ld,
                                 const int32_t *__restrict__ targets, int32_t ignore_index,
                                 const float *__restrict__ m, const float *__restrict__ s,
-                                const float *__restrict__ w, float scale,
-                                float *dlogits)  /* may run in place */
+                                const float *__restrict__ w, float scale, float eps,
+                                int64_t vocab, float *dlogits)  /* may run in place */
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const int32_t t = targets[r];
@@ -127,10 +129,17 @@ __global__ void xent_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
         const float *row = logits + r * ld;
         const float sr = w ? scale * w[r] : scale;   /* this row's factor */
         const float mr = m[r], c = sr / s[r];
+        const float uniform = eps > 0.0f ? sr * eps / (float)vocab : 0.0f;
         const int64_t jt = (int64_t)t - v0;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
             const float g = c * expf(row[j] - mr);
-            drow[j] = j == jt ? g - sr : g;
+            float v = j == jt ? g - sr : g;
+            if (eps > 0.0f) {
+                v -= uniform;
+                if (j == jt)
+                    v += sr * eps;   /* the one-hot's weight is 1 - eps */
+            }
+            drow[j] = v;
         }
     }
 }
@@ -146,27 +155,6 @@ __global__ void xent_smooth_loss_kernel(int64_t rows, const int32_t *__restrict_
             continue;
         const float uniform = logf(s[r]) - d[r] / (float)vocab;   /* lse - mean logit */
         loss[r] = (1.0f - eps) * loss[r] + eps * uniform;
-    }
-}
-
-__global__ void xent_smooth_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
-                                       const int32_t *__restrict__ targets,
-                                       int32_t ignore_index, const float *__restrict__ w,
-                                       float scale, float eps, int64_t vocab, float *dlogits,
-                                       int64_t ld)
-{
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const int32_t t = targets[r];
-        if (t == ignore_index)
-            continue;
-        const float sr = w ? scale * w[r] : scale;
-        const float uniform = sr * eps / (float)vocab;
-        float *drow = dlogits + r * ld;
-        const int64_t jt = (int64_t)t - v0;
-        for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
-            const float g = drow[j] - uniform;
-            drow[j] = j == jt ? g + sr * eps : g;
-        }
     }
 }
 
@@ -207,14 +195,16 @@ extern "C" int nnt_cuda_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
                                            const float *logits, int64_t ld,
                                            const int32_t *targets, int32_t ignore_index,
                                            const float *m, const float *s, const float *w,
-                                           float scale, float *dlogits, cudaStream_t stream)
+                                           float scale, float eps, int64_t vocab,
+                                           float *dlogits, cudaStream_t stream)
 {
-    if (rows < 0 || nv < 0)
+    if (rows < 0 || nv < 0 || (eps > 0.0f && vocab < 1))
         return -1;
     if (rows == 0 || nv == 0)
         return 0;
     xent_bwd_kernel<<<row_grid(rows), kThreads, 0, stream>>>(rows, nv, v0, logits, ld, targets,
-                                                             ignore_index, m, s, w, scale, dlogits);
+                                                             ignore_index, m, s, w, scale, eps,
+                                                             vocab, dlogits);
     return launch_status();
 }
 
@@ -232,20 +222,5 @@ extern "C" int nnt_cuda_xent_smooth_loss_f32(int64_t rows, const int32_t *target
         b = (int64_t)1 << 19;
     xent_smooth_loss_kernel<<<(unsigned)b, kThreads, 0, stream>>>(rows, targets, ignore_index,
                                                                   eps, vocab, s, d, loss);
-    return launch_status();
-}
-
-extern "C" int nnt_cuda_xent_smooth_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
-                                                  const int32_t *targets, int32_t ignore_index,
-                                                  const float *w, float scale, float eps,
-                                                  int64_t vocab, float *dlogits, int64_t ld,
-                                                  cudaStream_t stream)
-{
-    if (rows < 0 || nv < 0 || vocab < 1)
-        return -1;
-    if (rows == 0 || nv == 0)
-        return 0;
-    xent_smooth_bwd_kernel<<<row_grid(rows), kThreads, 0, stream>>>(
-        rows, nv, v0, targets, ignore_index, w, scale, eps, vocab, dlogits, ld);
     return launch_status();
 }

@@ -134,8 +134,8 @@ old_trainer_size|lib/train/trainer.c|s@    offsetof(nnt_trainer_options, simpo_g
 early_stop_no_delta|lib/train/trainer.c|s@tr->low_val - tr->o.early_stop_delta ? 0 : tr->stale + 1;@tr->low_val ? 0 : tr->stale + 1;@|early stop: any lower loss an improvement whatever early_stop_delta
 early_stop_late|lib/train/trainer.c|s@int64_t stop = tr->rank == 0 \&\& tr->stale >= tr->o.early_stop;@int64_t stop = tr->rank == 0 \&\& tr->stale > tr->o.early_stop;@|early stop: one validation late
 info_whole_copy|lib/train/trainer.c|s@    memcpy(info, \&all, size);@    memcpy(info, \&all, sizeof all);@|nnt_trainer_info: the whole structure written into a smaller one of 0.3
-smooth_no_uniform_grad|cpu/xent.c|s@            dx\[j\] -= uniform;@            dx[j] -= 0.0f * uniform;@|label smoothing: the gradient without its eps / V on every id
-smooth_one_hot_full|cpu/xent.c|s@            dx\[t\] += sr \* eps;   /\* the one-hot@            dx[t] += sr;   /* the one-hot@|label smoothing: the gradient with the whole one-hot (1 for 1 - eps)
+smooth_no_uniform_grad|cpu/xent.c|s@        dx\[j\] -= uniform;@        dx[j] -= 0.0f * uniform;@|label smoothing: the gradient without its eps / V on every id
+smooth_one_hot_full|cpu/xent.c|s@        dx\[t\] += sr \* eps;   /\* the one-hot@        dx[t] += sr;   /* the one-hot@|label smoothing: the gradient with the whole one-hot (1 for 1 - eps)
 smooth_d_not_moved|cpu/xent.c|s@    double moved = v0 > 0 \&\& m != -INFINITY ? d - (double)v0 \* ((double)mnew - m) : 0.0;@    double moved = v0 > 0 \&\& m != -INFINITY ? d : 0.0;@|label smoothing: the sum of logit - m not moved when a later vocabulary block raises m
 smooth_mean_v_minus_one|cpu/xent.c|s@        float uniform = logf(s\[r\]) - d\[r\] / (float)vocab;@        float uniform = logf(s[r]) - d[r] / (float)(vocab - 1);@|label smoothing: the mean logit over V - 1 ids
 smooth_bwd_plain|lib/layers/leaf.c|s@                                                       c->fwd_smoothing, scale,@                                                       0.0, scale,@|label smoothing: the loss layer backward without it

@@ -1841,7 +1841,7 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
         }
         for (int c = 0; c < nb; c++)
             nnt_cpu_xent_bwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, ign, m, s,
-                                       NULL, scale, dx + b[c]);
+                                       NULL, scale, 0.0f, V, dx + b[c]);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < V; j++)
                 rdx_ld[r * ld + j] = rdx[r * V + j];
@@ -1850,10 +1850,10 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
         expect_close(what, rows * ld, dx, rdx_ld, TOL_XENT_DX, 0.01);
         if (mode == 1)
             continue;
-        float *ds = dup_f(rows * ld, dx);
+        float *ds = dup_f(rows * ld, dx);   /* (its padding columns) */
         for (int c = 0; c < nb; c++)
-            nnt_cpu_xent_smooth_bwd_block_f32(rows, b[c + 1] - b[c], b[c], t, ign, NULL, scale,
-                                              eps, V, ds + b[c], ld);
+            nnt_cpu_xent_bwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, ign, m, s,
+                                       NULL, scale, eps, V, ds + b[c]);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < V; j++)
                 rdx_ld[r * ld + j] = sdx[r * V + j];
@@ -1867,7 +1867,7 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
     int nb = make_split(1, V, b);
     for (int c = 0; c < nb; c++)
         nnt_cpu_xent_bwd_block_f32(rows, b[c + 1] - b[c], b[c], xi + b[c], ld, t, ign, m, s,
-                                   NULL, scale, xi + b[c]);
+                                   NULL, scale, 0.0f, V, xi + b[c]);
     for (int64_t r = 0; r < rows; r++)
         ck_assert(memcmp(xi + r * ld, dx + r * ld, (size_t)V * sizeof(float)) == 0);
     free(xi);
@@ -2428,7 +2428,8 @@ START_TEST(test_isa_paths)
             dl[path] = alloc_f(rows * ld);
             for (int c = 0; c < 2; c++)
                 nnt_cpu_xent_bwd_block_f32(rows, n, c * n, lg + c * n, ld, t, -100, xs[0][0],
-                                           xs[0][1], NULL, 0.5f, dl[path] + c * n);
+                                           xs[0][1], NULL, 0.5f, 0.0f, 2 * n,
+                                           dl[path] + c * n);
         }
         expect_path("xent max", rows, xs[1][0], xs[0][0], 0.0, 0.0);
         expect_path("xent sum", rows, xs[1][1], xs[0][1], TOL_ISA_XENT, 0.0);

@@ -1887,9 +1887,10 @@ START_TEST(test_xent)
             for (int blk = 0; blk < 2; blk++) {
                 int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
                 NNT_OK(nnt_cuda_xent_bwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, ignore,
-                                                   d_m, d_s, NULL, scale, d_dl + v0, g_stream));
+                                                   d_m, d_s, NULL, scale, 0.0f, V, d_dl + v0,
+                                                   g_stream));
                 nnt_cpu_xent_bwd_block_f32(rows, nv, v0, logits + v0, ld, tg, ignore, m, s,
-                                           NULL, scale, dl + v0);
+                                           NULL, scale, 0.0f, V, dl + v0);
             }
             got = fetch(d_dl, rows * ld);
             check_close("xent dlogits", got, dl, rows * ld, 1e-5, 1e-6 * scale);
@@ -1899,9 +1900,10 @@ START_TEST(test_xent)
             for (int blk = 0; blk < 2; blk++) {
                 int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
                 NNT_OK(nnt_cuda_xent_bwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, ignore,
-                                                   d_m, d_s, d_w, scale, d_dl + v0, g_stream));
+                                                   d_m, d_s, d_w, scale, 0.0f, V, d_dl + v0,
+                                                   g_stream));
                 nnt_cpu_xent_bwd_block_f32(rows, nv, v0, logits + v0, ld, tg, ignore, m, s,
-                                           w, scale, dl + v0);
+                                           w, scale, 0.0f, V, dl + v0);
             }
             got = fetch(d_dl, rows * ld);
             check_close("xent dlogits weighted", got, dl, rows * ld, 1e-5, 2e-6 * scale);
@@ -1909,13 +1911,14 @@ START_TEST(test_xent)
             for (int blk = 0; blk < 2; blk++) {   /* the unweighted values again */
                 int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
                 nnt_cpu_xent_bwd_block_f32(rows, nv, v0, logits + v0, ld, tg, ignore, m, s,
-                                           NULL, scale, dl + v0);
+                                           NULL, scale, 0.0f, V, dl + v0);
             }
             /* in place, as the codelet runs it (dlogits == logits): the same values */
             for (int blk = 0; blk < 2; blk++) {
                 int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
                 NNT_OK(nnt_cuda_xent_bwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, ignore,
-                                                   d_m, d_s, NULL, scale, d_lg + v0, g_stream));
+                                                   d_m, d_s, NULL, scale, 0.0f, V, d_lg + v0,
+                                                   g_stream));
             }
             got = fetch(d_lg, rows * ld);
             for (int64_t r = 0; r < rows; r++)
@@ -1942,7 +1945,7 @@ START_TEST(test_xent)
 END_TEST
 
 /* Label smoothing: the forward blocks' sums d of logit - m (in three blocks, a row of large
- * logits), the smoothed loss and the smoothed gradient's correction, against the CPU's. */
+ * logits), the smoothed loss and the smoothed gradient (weighted rows), against the CPU's. */
 START_TEST(test_xent_smooth)
 {
     static const int64_t rows_[] = {1, 17, 61};
@@ -1992,13 +1995,14 @@ START_TEST(test_xent_smooth)
             const float scale = 1.0f / (float)rows;
             float *w = rand_f(rows, -2.0f, 2.0f), *d_w = dup_d(w, rows);
             float *dl = rand_f(rows * ld, -1.0f, 1.0f), *d_dl = dup_d(dl, rows * ld);
+            upload(dv[0], st[0], (size_t)rows * 4);   /* the CPU's m (s above) */
             for (int k = 0; k < 3; k++) {
                 int64_t v0 = bounds[k], nv = bounds[k + 1] - v0;
-                NNT_OK(nnt_cuda_xent_smooth_bwd_block_f32(rows, nv, v0, d_tg, ignore,
-                                                          k == 1 ? NULL : d_w, scale, eps, V,
-                                                          d_dl + v0, ld, g_stream));
-                nnt_cpu_xent_smooth_bwd_block_f32(rows, nv, v0, tg, ignore, k == 1 ? NULL : w,
-                                                  scale, eps, V, dl + v0, ld);
+                NNT_OK(nnt_cuda_xent_bwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, ignore,
+                                                   dv[0], dv[1], k == 1 ? NULL : d_w, scale,
+                                                   eps, V, d_dl + v0, g_stream));
+                nnt_cpu_xent_bwd_block_f32(rows, nv, v0, logits + v0, ld, tg, ignore, st[0],
+                                           st[1], k == 1 ? NULL : w, scale, eps, V, dl + v0);
             }
             got = fetch(d_dl, rows * ld);
             check_close("xent smoothed dlogits", got, dl, rows * ld, 1e-6, 1e-6 * scale);

@@ -67,11 +67,8 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
     int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
     float *dlogits = a->in_place ? P(0) : P(4);
     nnt_cpu_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), a->ignore_index, CP(2),
-                               CP(3), bwd_weights(buffers, a), a->scale, dlogits);
-    if (a->eps > 0.0f)
-        nnt_cpu_xent_smooth_bwd_block_f32(rows, nv, a->v0, TARGETS(1), a->ignore_index,
-                                          bwd_weights(buffers, a), a->scale, a->eps, a->vocab,
-                                          dlogits, nv);
+                               CP(3), bwd_weights(buffers, a), a->scale, a->eps, a->vocab,
+                               dlogits);
 }
 
 #ifdef NNT_CUDA_CODELETS
@@ -116,14 +113,10 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
     int64_t rows = STARPU_VECTOR_GET_NX(buffers[1]);
     int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
     float *dlogits = a->in_place ? P(0) : P(4);
-    cudaStream_t st = nnt_cuda_task_stream();
     int rc = nnt_cuda_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1),
                                          a->ignore_index, CP(2), CP(3), bwd_weights(buffers, a),
-                                         a->scale, dlogits, st);
-    if (rc == 0 && a->eps > 0.0f)
-        rc = nnt_cuda_xent_smooth_bwd_block_f32(rows, nv, a->v0, TARGETS(1), a->ignore_index,
-                                                bwd_weights(buffers, a), a->scale, a->eps,
-                                                a->vocab, dlogits, nv, st);
+                                         a->scale, a->eps, a->vocab, dlogits,
+                                         nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_xent_bwd_block", "CUDA kernel failed (%d)", rc);
 }
