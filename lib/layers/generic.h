@@ -112,9 +112,6 @@ int gl_cross_entropy_has_targets(const nnt_layer *l);
  * instead of a tensor of its own: one (..., V) tensor less, for a parent whose logits no
  * backward reads (a model: its head's and soft-cap's backwards read their inputs). */
 void gl_cross_entropy_in_place(nnt_layer *l);
-/* The seed of a random draw (a dropout mask, embedding noise) of pass number pass of a
- * layer whose own seed is seed: both mixed (splitmix64's finaliser). */
-uint64_t gl_pass_seed(uint64_t seed, int64_t pass);
 /* The NEFTune noise of the first embedding layer of l's tree (nnt_layer_set_neftune):
  * *alpha 0 without one. */
 void gl_embedding_noise_of(nnt_layer *l, double *alpha, uint64_t *seed);

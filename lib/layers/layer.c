@@ -1017,6 +1017,14 @@ static int64_t count_blocks(const nnt_layer *l)
     return n;
 }
 
+/* splitmix64's finaliser of z */
+static uint64_t mix_final(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 /* The seed of one parameter: the layer seed mixed with a hash of its full name, so each
  * tensor gets its own stream whatever the enumeration order or the tiling. */
 static uint64_t param_seed(uint64_t seed, const char *name)
@@ -1024,10 +1032,12 @@ static uint64_t param_seed(uint64_t seed, const char *name)
     uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a 64 */
     for (const unsigned char *s = (const unsigned char *)name; *s; s++)
         h = (h ^ *s) * 0x100000001b3ull;
-    uint64_t z = seed + h + 0x9e3779b97f4a7c15ull;   /* splitmix64 finaliser */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return mix_final(seed + h + 0x9e3779b97f4a7c15ull);
+}
+
+uint64_t gl_pass_seed(uint64_t seed, int64_t pass)
+{
+    return mix_final(seed + 0x9e3779b97f4a7c15ull * (uint64_t)pass);
 }
 
 static int init_param(const nnt_layer_param_rec *p, const char *name, uint64_t seed,

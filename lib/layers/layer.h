@@ -189,6 +189,9 @@ int nnt_layer_params_changed(nnt_layer *l);
 nnt_layer_param_rec *nnt_layer_listed(nnt_layer *l, int64_t i);
 /* Initialise the adapters' parameters of l's tree (nnt_layer_init's rules, from seed). */
 int nnt_layer_init_adapters(nnt_layer *l, uint64_t seed);
+/* The seed of a random draw (a dropout mask, embedding noise) of pass number pass of a
+ * layer whose own seed is seed: both mixed as the parameters' seeds are (layer.c). */
+uint64_t gl_pass_seed(uint64_t seed, int64_t pass);
 /* nnt_layer_init of every parameter but the adapters' (unwritten: only those never written,
  * as a checkpoint read into the model leaves them): for a model made by
  * nnt_model_build_uninit, after its freezing, so that frozen matrices go to bf16 one at a

@@ -294,14 +294,6 @@ static int add_positions(nnt_layer *l, embedding *e, nnt_tensor *x, nnt_tensor *
     return nnt_tensor_axpby(1.0, e->pos_out, 1.0, e->out);
 }
 
-uint64_t gl_pass_seed(uint64_t seed, int64_t pass)
-{
-    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (uint64_t)pass;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* NEFTune: out (B, T, C) += uniform noise in [-alpha / sqrt(T C), alpha / sqrt(T C)] (after
  * the scale, as transformers' hook adds it to the embedding module's output), drawn for the
  * pass (the trainer's micro-batch number, else the noisy forwards counted), in a forward

@@ -79,7 +79,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     const nnt_trainer_options *o = &tr->o;
     const nnt_optim_options *oo = &tr->opt->opts;
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    char best[40] = "", base[96] = "", decay[80] = "", early[96] = "", smooth[96] = "";
+    char best[40] = "", base[96] = "", decay[80] = "", early[96] = "", tuning[96] = "";
     uint64_t sum = 0;
     *out = NULL;
     NNT_TRY(nnt_model_config_of(tr->model, &c));
@@ -111,9 +111,9 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
         snprintf(early, sizeof early, ", \"early_stop\": %lld, \"early_stop_delta\": %.17g",
                  (long long)o->early_stop, o->early_stop_delta);
     if (o->label_smoothing > 0)
-        snprintf(smooth, sizeof smooth, ", \"label_smoothing\": %.17g", o->label_smoothing);
+        snprintf(tuning, sizeof tuning, ", \"label_smoothing\": %.17g", o->label_smoothing);
     if (o->neftune_alpha > 0)
-        snprintf(smooth + strlen(smooth), sizeof smooth - strlen(smooth),
+        snprintf(tuning + strlen(tuning), sizeof tuning - strlen(tuning),
                  ", \"neftune_alpha\": %.17g", o->neftune_alpha);
     snprintf(s, cap,
              "{\"program\": \"%s\", \"step\": %lld, \"model\": {\"family\": %d, "
@@ -132,7 +132,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              (long long)o->seed, nnt_optim_kind_name(oo->kind), oo->lr, oo->beta1, oo->beta2,
              oo->eps, oo->weight_decay, oo->momentum, oo->grad_clip,
              nnt_schedule_name(oo->schedule), (long long)oo->warmup_steps, decay, oo->min_lr,
-             (long long)tr->held_out, o->shuffle, (long long)o->val_every, early, smooth,
+             (long long)tr->held_out, o->shuffle, (long long)o->val_every, early, tuning,
              (long long)o->save_every, o->best_checkpoint != NULL, best, base, dpo ? dpo : "",
              o->extra_options && *o->extra_options ? ", " : "",
              o->extra_options ? o->extra_options : "");

@@ -246,7 +246,6 @@ static int among(const nnt_tensor *v, const nnt_tensor *const *set, int n)
     return 0;
 }
 
-/* The data's split, the batch tensors and buffers, the rng, the FLOPs of a token. */
 /* neftune_alpha: set on the model's embedding (its own setting put back at destroy). */
 static int noise_prepare(nnt_trainer *tr)
 {
@@ -274,6 +273,7 @@ static int smoothing_prepare(nnt_trainer *tr, const char *fn, const nnt_model_co
     return NNT_OK;
 }
 
+/* The data's split, the batch tensors and buffers, the rng, the FLOPs of a token. */
 static int prepare(nnt_trainer *tr, const char *fn)
 {
     const nnt_trainer_options *o = &tr->o;
