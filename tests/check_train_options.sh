@@ -64,20 +64,6 @@ same_losses() {
     fi
 }
 
-# resumed_same OPTION VALUE FULL PART: the run stopped after step 3 (in $tmp/PART) and
-# resumed without the option restores it from the checkpoint ("resumed with" names it) and
-# logs the losses of the run straight through ($tmp/FULL), 6 steps; NAME_rest is the resume.
-resumed_same() {
-    if cut -d, -f2 "$tmp/$3/train.csv" > "$tmp/$3.losses" &&
-       cut -d, -f2 "$tmp/$4/train.csv" > "$tmp/$4.losses" &&
-       [ "$(wc -l < "$tmp/$3.losses")" = 7 ] && cmp -s "$tmp/$3.losses" "$tmp/$4.losses" &&
-       grep -q "resumed with its run's .*--$1 $2" "$tmp/$4_rest.err"; then
-        echo "ok: --$1 resumed after step 3: the 6 losses of the run straight through"
-    else
-        fail "--$1 resumed: the losses differ or it was not restored: $(paste -s -d' ' "$tmp/$3.losses") / $(paste -s -d' ' "$tmp/$4.losses"); $(grep '^resumed with' "$tmp/$4_rest.err")"
-    fi
-}
-
 i=0
 while [ $i -lt 300 ]; do
     echo "line $i: the quick brown fox jumps over the lazy dog; a stitch in time saves nine."
@@ -282,21 +268,39 @@ expect_error early_no_val "needs\|give --val-data" $gpt $run_args --data "$tmp/t
 expect_error delta_alone "give --early-stop" $gpt $run_args --early-stop-delta 0.1 --out "$tmp/e4"
 
 # ---- --label-smoothing -----------------------------------------------------------------------------
-smooth="$gpt --batch 2 --seq 16 --sample 0 --cpus 2 --steps 6 --print-loss --data $tmp/tok.bin"
+tuned="$gpt --batch 2 --seq 16 --sample 0 --cpus 2 --steps 6 --print-loss --data $tmp/tok.bin"
 # shellcheck disable=SC2086
-run_ok ls_plain $smooth --out "$tmp/ls_plain"
-# shellcheck disable=SC2086
-run_ok ls_full $smooth --label-smoothing 0.2 --out "$tmp/ls_full"
-# shellcheck disable=SC2086
-run_ok ls_part $smooth --label-smoothing 0.2 --stop-after 3 --out "$tmp/ls_part"
-run_ok ls_part_rest --resume "$tmp/ls_part/checkpoint.safetensors" --print-loss
-if [ "$(head -n 1 "$tmp/ls_plain.out")" != "$(head -n 1 "$tmp/ls_full.out")" ] &&
-   grep -q "^loss: .*(label smoothing 0.2, transformers' LabelSmoother)" "$tmp/ls_full.err"; then
-    echo "ok: --label-smoothing 0.2: step 1 $(head -n 1 "$tmp/ls_full.out"), without $(head -n 1 "$tmp/ls_plain.out")"
-else
-    fail "--label-smoothing: the losses or the summary: $(head -n 1 "$tmp/ls_full.out") / $(head -n 1 "$tmp/ls_plain.out"); $(grep '^loss:' "$tmp/ls_full.err")"
-fi
-resumed_same label-smoothing 0.2 ls_full ls_part
+run_ok ls_plain $tuned --out "$tmp/ls_plain"
+
+# tuned_run NAME OPTION VALUE SUMMARY: 6 steps with --OPTION VALUE straight through
+# ($tmp/NAME_full), and stopped after step 3 then resumed without it ($tmp/NAME_part): step 1's
+# loss is not ls_plain's, the summary has a line matching SUMMARY; the resume restores the
+# option from the checkpoint ("resumed with" names it) and logs the losses of the run straight
+# through.
+tuned_run() {
+    # shellcheck disable=SC2086
+    run_ok "$1_full" $tuned --$2 $3 --out "$tmp/$1_full"
+    # shellcheck disable=SC2086
+    run_ok "$1_part" $tuned --$2 $3 --stop-after 3 --out "$tmp/$1_part"
+    run_ok "$1_part_rest" --resume "$tmp/$1_part/checkpoint.safetensors" --print-loss
+    first=$(head -n 1 "$tmp/$1_full.out") plain=$(head -n 1 "$tmp/ls_plain.out")
+    if [ "$first" != "$plain" ] && grep -q "$4" "$tmp/$1_full.err"; then
+        echo "ok: --$2 $3: step 1 $first, without $plain"
+    else
+        fail "--$2: the losses or the summary: $first / $plain; no line '$4' in $tmp/$1_full.err"
+    fi
+    cut -d, -f2 "$tmp/$1_full/train.csv" > "$tmp/$1_full.losses"
+    cut -d, -f2 "$tmp/$1_part/train.csv" > "$tmp/$1_part.losses"
+    if [ "$(wc -l < "$tmp/$1_full.losses")" = 7 ] &&
+       cmp -s "$tmp/$1_full.losses" "$tmp/$1_part.losses" &&
+       grep -q "resumed with its run's .*--$2 $3" "$tmp/$1_part_rest.err"; then
+        echo "ok: --$2 resumed after step 3: the 6 losses of the run straight through"
+    else
+        fail "--$2 resumed: the losses differ or it was not restored: $(paste -s -d' ' "$tmp/$1_full.losses") / $(paste -s -d' ' "$tmp/$1_part.losses"); $(grep '^resumed with' "$tmp/$1_part_rest.err")"
+    fi
+}
+
+tuned_run ls label-smoothing 0.2 "^loss: .*(label smoothing 0.2, transformers' LabelSmoother)"
 # shellcheck disable=SC2086
 expect_error ls_dpo "not with --dpo-beta" $gpt $run_args --label-smoothing 0.1 --dpo-beta 0.1 \
     --out "$tmp/ls_dpo"
@@ -307,19 +311,8 @@ expect_error ls_cls "not a classifier's" $gpt $run_args --label-smoothing 0.1 --
 expect_error ls_range "out of range" $gpt $run_args --label-smoothing 1 --out "$tmp/ls_range"
 
 # ---- --neftune-alpha --------------------------------------------------------------------------------
-# shellcheck disable=SC2086
-run_ok nf_full $smooth --neftune-alpha 5 --out "$tmp/nf_full"
-# shellcheck disable=SC2086
-run_ok nf_part $smooth --neftune-alpha 5 --stop-after 3 --out "$tmp/nf_part"
-run_ok nf_part_rest --resume "$tmp/nf_part/checkpoint.safetensors" --print-loss
 # T 16, C 32: 5 / sqrt(512) = 0.220971
-if [ "$(head -n 1 "$tmp/ls_plain.out")" != "$(head -n 1 "$tmp/nf_full.out")" ] &&
-   grep -q "^noise: .* +-5 / sqrt(T C) = +-0.220971 " "$tmp/nf_full.err"; then
-    echo "ok: --neftune-alpha 5: step 1 $(head -n 1 "$tmp/nf_full.out"), without $(head -n 1 "$tmp/ls_plain.out")"
-else
-    fail "--neftune-alpha: the losses or the summary: $(head -n 1 "$tmp/nf_full.out") / $(head -n 1 "$tmp/ls_plain.out"); $(grep '^noise:' "$tmp/nf_full.err")"
-fi
-resumed_same neftune-alpha 5 nf_full nf_part
+tuned_run nf neftune-alpha 5 "^noise: .* +-5 / sqrt(T C) = +-0.220971 "
 # shellcheck disable=SC2086
 expect_error nf_dpo "not with --dpo-beta" $gpt $run_args --neftune-alpha 5 --dpo-beta 0.1 \
     --out "$tmp/nf_dpo"

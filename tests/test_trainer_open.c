@@ -186,8 +186,8 @@ END_TEST
 
 /* Programs built against older releases pass the sizes their headers gave the structures
  * that grew since: nnt_run_config before freeze_mode (0.3), nnt_trainer_options before
- * simpo_gamma (0.3), before dpo_beta and before label_smoothing (0.4 in development), nnt_trainer_info before early_stop_step (0.3: only
- * the bytes of its size written). Accepted, whatever lies past the size not read
+ * simpo_gamma (0.3), before dpo_beta and before label_smoothing (0.4 in development),
+ * nnt_trainer_info before early_stop_step (0.3: only the bytes of its size written). Accepted, whatever lies past the size not read
  * (values that would be refused), the run the whole structures give; a size no release had
  * is refused naming it. */
 START_TEST(test_older_sizes)
