@@ -296,9 +296,6 @@ static int parse_id_list(const char *what, const char *s, int32_t **ids, size_t 
     return *n ? 0 : usage("%s has no id", what);
 }
 
-/* --eos: none, the ids given, or (auto) the --load-hf directory's (nnt_model_hf_eos_ids; a
- * checkpoint's: the directory its run started from) that the vocabulary of V tokens has (as
- * transformers, which never meets the others); *ids malloc'd (NULL: none), *n of them. */
 /* The model's Hugging Face directory: --load-hf's, or the one a checkpoint was trained from;
  * NULL for an llm.c file, a checkpoint of a preset or of a directory since moved. */
 static const char *model_hf_dir(const opts *o)
@@ -308,6 +305,9 @@ static const char *model_hf_dir(const opts *o)
     return dir && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) ? dir : NULL;
 }
 
+/* --eos: none, the ids given, or (auto) the --load-hf directory's (nnt_model_hf_eos_ids; a
+ * checkpoint's: the directory its run started from) that the vocabulary of V tokens has (as
+ * transformers, which never meets the others); *ids malloc'd (NULL: none), *n of them. */
 static int eos_ids(const opts *o, int64_t V, int32_t **ids, size_t *n)
 {
     *ids = NULL, *n = 0;
