@@ -109,6 +109,23 @@ void nnt_cpu_add_bcast_f32(int64_t outer, int64_t inner, const float *x, float *
 /* acc[i] += sum_o y[o, i]  (column sums, accumulated in double per column)           += */
 void nnt_cpu_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t ldy, float *acc);
 
+/* ---- per-feature products (DoRA's magnitude; x, y, z contiguous (outer, inner)) ------- */
+
+/* z[o, i] = x[o, i] (h[i] + c) [+ z[o, i] when accumulate]; by_row: h[o] instead; x may
+ * be z                                                                                     */
+void nnt_cpu_mul_bcast_f32(int64_t outer, int64_t inner, const float *x, const float *h,
+                           float c, int by_row, int accumulate, float *z);
+/* acc[i] += (h ? h[i] : 1) sum_o x[o, i] y[o, i]   (double per column)                  += */
+void nnt_cpu_dot_cols_f32(int64_t outer, int64_t inner, const float *x, const float *y,
+                          const float *h, float *acc);
+/* acc[o] += sum_i x[o, i] y[o, i]   (double per row; bf16 inputs widened exactly)     += */
+void nnt_cpu_dot_rows_f32(int64_t outer, int64_t inner, const float *x, const float *y,
+                          float *acc);
+void nnt_cpu_dot_rows_bf16(int64_t outer, int64_t inner, const uint16_t *x, const uint16_t *y,
+                           float *acc);
+/* out[i] = (m ? m[i] : 1) / sqrt(n2[i])   (in double)                                      */
+void nnt_cpu_rsqrt_mul_f32(int64_t n, const float *m, const float *n2, float *out);
+
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
 /* Call before the first GEMM (BLIS picks its kernels once, at its first use). BLIS 0.9.0

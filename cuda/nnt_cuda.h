@@ -97,6 +97,17 @@ int nnt_cuda_add_bcast_f32(int64_t outer, int64_t inner, const float *x, float *
 int nnt_cuda_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t ldy,
                            float *acc, cudaStream_t stream);
 
+/* ---- per-feature products, twins of the CPU's (DoRA; cuda/reduce.cu) ------------------------ */
+int nnt_cuda_mul_bcast_f32(int64_t outer, int64_t inner, const float *x, const float *h,
+                           float c, int by_row, int accumulate, float *z, cudaStream_t stream);
+int nnt_cuda_dot_cols_f32(int64_t outer, int64_t inner, const float *x, const float *y,
+                          const float *h, float *acc, cudaStream_t stream);
+/* bf16 1: x and y bf16 (uint16_t), else float                                                */
+int nnt_cuda_dot_rows(int bf16, int64_t outer, int64_t inner, const void *x, const void *y,
+                      float *acc, cudaStream_t stream);
+int nnt_cuda_rsqrt_mul_f32(int64_t n, const float *m, const float *n2, float *out,
+                           cudaStream_t stream);
+
 /* ---- GEMM (cuda/gemm.cu) ---------------------------------------------------------------------
  * Row-major C = alpha op(A) op(B) + beta C for batch matrices, via cublasGemmStridedBatchedEx
  * (float operands, CUBLAS_COMPUTE_32F: full float, no TF32 unless the caller set TF32 math on

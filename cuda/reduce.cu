@@ -113,6 +113,75 @@ __global__ void sumsq_finish_kernel(int nparts, const double *__restrict__ part,
         acc[0] = (float)((double)acc[0] + t);
 }
 
+/* ---- DoRA's per-feature products ---- */
+
+__global__ void mul_bcast_kernel(int64_t outer, int64_t inner, const float *x,
+                                 const float *__restrict__ h, float c, int by_row,
+                                 int accumulate, float *z)
+{
+    const int64_t n = outer * inner;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        float v = x[k] * (h[by_row ? k / inner : k % inner] + c);
+        z[k] = accumulate ? z[k] + v : v;
+    }
+}
+
+/* sum_outer_kernel's layout with products and a per-column factor */
+__global__ void dot_cols_kernel(int64_t outer, int64_t inner, const float *__restrict__ x,
+                                const float *__restrict__ y, const float *__restrict__ h,
+                                float *__restrict__ acc)
+{
+    __shared__ double part[kRowGroups][kColTile + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    for (int64_t i0 = (int64_t)blockIdx.x * kColTile; i0 < inner;
+         i0 += (int64_t)gridDim.x * kColTile) {
+        const int64_t i = i0 + tx;
+        double s = 0.0;
+        if (i < inner)
+            for (int64_t o = ty; o < outer; o += kRowGroups)
+                s += (double)x[o * inner + i] * y[o * inner + i];
+        part[ty][tx] = s;
+        __syncthreads();
+        if (ty == 0 && i < inner) {
+            double t = 0.0;
+            for (int g = 0; g < kRowGroups; ++g)
+                t += part[g][tx];
+            acc[i] = (float)((double)acc[i] + (h ? (double)h[i] : 1.0) * t);
+        }
+        __syncthreads();
+    }
+}
+
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
+
+/* one warp per row: lane sums in double, then the warp's in a fixed order */
+template <class T>
+__global__ void dot_rows_kernel(int64_t outer, int64_t inner, const T *__restrict__ x,
+                                const T *__restrict__ y, float *__restrict__ acc)
+{
+    const int lane = threadIdx.x % 32;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t o = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; o < outer;
+         o += warps) {
+        double s = 0.0;
+        for (int64_t i = lane; i < inner; i += 32)
+            s += (double)widen(x[o * inner + i]) * widen(y[o * inner + i]);
+        s = warp_sum(s);
+        if (lane == 0)
+            acc[o] = (float)((double)acc[o] + s);
+    }
+}
+
+__global__ void rsqrt_mul_kernel(int64_t n, const float *__restrict__ m,
+                                 const float *__restrict__ n2, float *__restrict__ out)
+{
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (int64_t)gridDim.x * blockDim.x)
+        out[k] = (float)((m ? (double)m[k] : 1.0) / sqrt((double)n2[k]));
+}
+
 } /* namespace */
 
 extern "C" int nnt_cuda_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t ldy,
@@ -150,5 +219,62 @@ extern "C" int nnt_cuda_sumsq_f32(int64_t n, const float *x, float *acc, double 
     }
     sumsq_kernel<<<(unsigned)nparts, kSumsqThreads, 0, stream>>>(n, chunk, x, partials, acc);
     sumsq_finish_kernel<<<1, 32, 0, stream>>>((int)nparts, partials, acc);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_mul_bcast_f32(int64_t outer, int64_t inner, const float *x,
+                                      const float *h, float c, int by_row, int accumulate,
+                                      float *z, cudaStream_t stream)
+{
+    if (outer < 0 || inner < 0)
+        return -1;
+    if (outer == 0 || inner == 0)
+        return 0;
+    mul_bcast_kernel<<<grid_for(outer * inner), kThreads, 0, stream>>>(outer, inner, x, h, c,
+                                                                        by_row, accumulate, z);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_dot_cols_f32(int64_t outer, int64_t inner, const float *x,
+                                     const float *y, const float *h, float *acc,
+                                     cudaStream_t stream)
+{
+    if (outer < 0 || inner < 0)
+        return -1;
+    if (outer == 0 || inner == 0)
+        return 0;
+    int64_t b = (inner + kColTile - 1) / kColTile;
+    if (b > 65535)
+        b = 65535;
+    dot_cols_kernel<<<(unsigned)b, dim3(kColTile, kRowGroups), 0, stream>>>(outer, inner, x, y,
+                                                                            h, acc);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_dot_rows(int bf16, int64_t outer, int64_t inner, const void *x,
+                                 const void *y, float *acc, cudaStream_t stream)
+{
+    if (outer < 0 || inner < 0)
+        return -1;
+    if (outer == 0)
+        return 0;
+    unsigned blocks = warp_row_blocks(outer, 8);
+    if (bf16)
+        dot_rows_kernel<uint16_t><<<blocks, 256, 0, stream>>>(
+            outer, inner, (const uint16_t *)x, (const uint16_t *)y, acc);
+    else
+        dot_rows_kernel<float><<<blocks, 256, 0, stream>>>(outer, inner, (const float *)x,
+                                                           (const float *)y, acc);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_rsqrt_mul_f32(int64_t n, const float *m, const float *n2, float *out,
+                                      cudaStream_t stream)
+{
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return 0;
+    rsqrt_mul_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, m, n2, out);
     return launch_status();
 }

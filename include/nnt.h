@@ -1659,9 +1659,17 @@ typedef struct nnt_lora_options {
                                      (NNT_FREEZE_KEEP_FP32); 3: the matrices kept in NF4
                                      (NNT_FREEZE_NF4, QLoRA; new in 0.4); 0: left as they
                                      are                                                     */
+    int dora;                     /* 1: DoRA (PEFT's use_dora; new in 0.4): each output
+                                     feature of an adapted module rescaled to a trained
+                                     magnitude m, y = m (x (W + s B A)^T) / ||W + s B A||
+                                     row by row (+ bias), the norm a constant of the backward;
+                                     m starts at the rows' norms of W (the module computes
+                                     what it did). Parameters "<module>.lora_magnitude_vector"
+                                     (out) (GPT-2's c_attn: ".q", ".k", ".v" parts). Not on
+                                     MoE experts' stacks nor on an NF4 base                  */
 } nnt_lora_options;
 
-#define NNT_LORA_OPTIONS_INIT { sizeof(nnt_lora_options), 8, 8.0, 0, 0.0, NULL, 0, 1 }
+#define NNT_LORA_OPTIONS_INIT { sizeof(nnt_lora_options), 8, 8.0, 0, 0.0, NULL, 0, 1, 0 }
 
 /* Add adapters to the target modules of a model (of nnt_model_create, nnt_model_load_hf,
  * nnt_gpt_*); opts NULL: the INIT values. A target that matches no module is NNT_E_INVAL

@@ -582,6 +582,21 @@ int nnt_tensor_convert_after(nnt_tensor *src, nnt_tensor *dst, starpu_data_handl
  * into sum first; the same bits either way. */
 int nnt_tensor_axpbyz(double alpha, nnt_tensor *x, double beta, nnt_tensor *y, nnt_tensor *z);
 int nnt_tensor_sum_into(nnt_tensor *a, nnt_tensor *b, nnt_tensor *sum);
+/* lib/ops/reduce.c, per-feature products (DoRA's magnitude); FP32 unless said. A feature
+ * vector h (n...) has the shape and tiling of the trailing dims of x (m..., n...), or with
+ * by_row of its leading dims (x (n..., k...)).
+ * mul_broadcast: z = x (h + c) (beta 0) or z += x (h + c) (beta 1); z x's layout, or x.
+ * dot_trailing:  acc (m...) = beta acc + sums of x y over the trailing dims (x, y FP32 or
+ *                BF16, the same layout).
+ * dot_leading:   acc (n...) = beta acc + (h, or 1 when NULL) times the sums of x y over the
+ *                leading dims (h acc's layout).
+ * rsqrt_mul:     out = (m, or 1 when NULL) / sqrt(n2), all one layout. */
+int nnt_tensor_mul_broadcast(nnt_tensor *x, nnt_tensor *h, double c, int by_row, double beta,
+                             nnt_tensor *z);
+int nnt_tensor_dot_trailing(nnt_tensor *x, nnt_tensor *y, double beta, nnt_tensor *acc);
+int nnt_tensor_dot_leading(nnt_tensor *x, nnt_tensor *y, nnt_tensor *h, double beta,
+                           nnt_tensor *acc);
+int nnt_tensor_rsqrt_mul(nnt_tensor *m, nnt_tensor *n2, nnt_tensor *out);
 
 /* lib/codelets/elementwise.c */
 int nnt_insert_scale(nnt_ctx *ctx, starpu_data_handle_t x, float alpha);
@@ -602,6 +617,14 @@ int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handl
 int nnt_insert_sum_outer(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y,
                          int first, float beta);
 int nnt_insert_sumsq(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t acc);
+int nnt_insert_mul_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t h, float c,
+                         int by_row, int accumulate, starpu_data_handle_t z);
+int nnt_insert_dot_cols(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y,
+                        starpu_data_handle_t h, starpu_data_handle_t acc, int first, float beta);
+int nnt_insert_dot_rows(nnt_ctx *ctx, int bf16, starpu_data_handle_t x, starpu_data_handle_t y,
+                        starpu_data_handle_t acc, int first, float beta);
+int nnt_insert_rsqrt_mul(nnt_ctx *ctx, starpu_data_handle_t m, starpu_data_handle_t n2,
+                         starpu_data_handle_t out);
 /* lib/ops/reduce.c, the two halves of nnt_tensors_sumsq: submit the sum of squares of each
  * tile of x into partial[*count], partial[*count + 1], ... (registered here; the caller
  * unregisters them, also after a failure: *count says how many), then wait for count

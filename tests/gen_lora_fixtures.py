@@ -25,6 +25,8 @@ weight decay 0.05 on the adapters (the base frozen, as get_peft_model leaves it)
   llama_mlp     o_proj, gate_proj, up_proj, down_proj
   gpt2_attn     c_attn (one A for q, k, v; B (3C, r))
   gpt2_all      all-linear: c_attn, c_proj (attention and MLP), c_fc
+  llama_dora    all-linear, use_dora (DoRA: lora_magnitude_vector of each module)
+  gpt2_dora     all-linear, use_dora (c_attn's magnitudes (3C); biases; c_fc's GELU)
 Per case CASE:
   CASE/init/      save_pretrained before training (B zero: the base's logits)
   CASE/trained/   save_pretrained after the 10 steps
@@ -74,6 +76,9 @@ CASES = {
     "mixtral_all": ("mixtral", dict(target_modules="all-linear")),
     "mixtral_down": ("mixtral", dict(target_modules=["gate"],
                                      target_parameters=["1.mlp.experts.down_proj"])),
+    # new in 0.4: DoRA (use_dora): a magnitude per output feature, lora_magnitude_vector
+    "llama_dora": ("llama", dict(target_modules="all-linear", use_dora=True)),
+    "gpt2_dora": ("gpt2", dict(target_modules="all-linear", use_dora=True)),
 }
 
 
@@ -241,12 +246,20 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
                                                   "lora_tiny"))
     ap.add_argument("--verify", nargs=2, metavar=("CASE", "DIR"))
+    ap.add_argument("--cases", help="comma-separated: only these cases (the bases and "
+                    "llama_freeze not written)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     if args.verify:
         return verify(args.out, *args.verify)
     os.makedirs(args.out, exist_ok=True)
+    if args.cases:
+        only = args.cases.split(",")
+        for i, (name, (base, extra)) in enumerate(CASES.items()):
+            if name in only:
+                lora_case(args.out, name, base, extra, 100 + i)
+        return 0
     for base in ("llama", "gpt2", "gptoss", "mixtral"):
         build(base).save_pretrained(os.path.join(args.out, base))
     for i, (name, (base, extra)) in enumerate(CASES.items()):

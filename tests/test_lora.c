@@ -50,8 +50,11 @@ static const struct {
              /* PEFT's all-linear on transformers 5's Mixtral: the router's weight and the
               * experts' stacks, gate_up_proj of rank 2 r and alpha 2 alpha (its rank_pattern
               * and alpha_pattern) */
-             {"mixtral_all", "mixtral"}};
-#define NCASES 8
+             {"mixtral_all", "mixtral"},
+             /* DoRA (use_dora) on every linear map: its magnitudes; GPT-2's c_attn parts,
+              * biases and c_fc's GELU */
+             {"llama_dora", "llama"}, {"gpt2_dora", "gpt2"}};
+#define NCASES 10
 
 /* whole; odd tiles that divide nothing (channels 5 of 32, hidden 7, vocab 9, heads 3 of 4,
  * head_dim 2 of 8); rows in tiles of (1, 3) with recompute */
@@ -1003,46 +1006,75 @@ START_TEST(test_dropout_lora)
 END_TEST
 
 /* The gradient with dropout 0.5 against central differences of the loss (the same masks: a
- * forward without a backward keeps them): layer 0's q_proj A in a random direction, which
- * layer 1's adapters reach through the input gradients their masks must gate. */
+ * forward without a backward keeps them), in a random direction of one parameter:
+ *   0 LoRA: layer 0's q_proj A, which layer 1's adapters reach through the input gradients
+ *     their masks must gate;
+ *   1 DoRA (the base left trainable): the embedding table, reached through every adapter's
+ *     input gradient, (g - 1) G W under the masks among them;
+ *   2 DoRA: layer 1's down_proj magnitudes (t = x' W^T + s u B^T of the dropped input);
+ *   3 DoRA on GPT-2 (trainable base): its table (c_attn's three parts, biases, c_fc's GELU).
+ * (DoRA's A, B and W are no such cases: the norm they change is a constant of the
+ * backward, as PEFT detaches it; test_dora_dropped checks them.) */
+static const struct {
+    const char *fixture, *base, *param;
+    int dora, freeze_base;
+    double h, tol;   /* the step, the tolerance (10x the error measured) */
+} DROP_GRADS[] = {
+    /* the difference's truncation error goes as h^2 (dropout 0.5 doubles the kept inputs):
+     * 1.5e-1 at h 1e-2, 5.4e-3 at 1e-3, 7.9e-4 at 2e-4; without dropout 2.1e-5 at 1e-3 */
+    {"llama_all", "llama", "model.layers.0.self_attn.q_proj.lora_A.weight", 0, 1, 2e-4, 1e-2},
+    /* 4.3e-4 */
+    {"llama_all", "llama", "model.embed_tokens.weight", 1, 0, 2e-4, 5e-3},
+    /* the loss is nearly linear in m, its derivative small: 4.0e-4 at h 2e-3 (rounding),
+     * 2.0e-5 at 1e-2 */
+    {"llama_all", "llama", "model.layers.1.mlp.down_proj.lora_magnitude_vector", 1, 1, 1e-2,
+     2e-4},
+    /* 3.4e-5 */
+    {"gpt2_all", "gpt2", "wte.weight", 1, 0, 2e-4, 5e-4},
+};
+
 START_TEST(test_dropout_grad)
 {
-    nnt_st_reader *r = fixture_open_st_path(reference("llama_all"));
+    nnt_st_reader *r = fixture_open_st_path(reference(DROP_GRADS[_i].fixture));
     int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
     int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
     nnt_layer *l = NULL;
-    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
+    EXPECT_OK(nnt_model_load_hf(ctx, fx(DROP_GRADS[_i].base, NULL, NULL), B, T, &TILINGS[1].t,
+                                &l));
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
     lo.rank = 4;
     lo.targets = "all-linear";
     lo.dropout = 0.5;
     lo.seed = 3;
+    lo.dora = DROP_GRADS[_i].dora;
+    lo.freeze_base = DROP_GRADS[_i].freeze_base;
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     int64_t count = 0;
     nnt_tensor *a = NULL, *ga = NULL;
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
-    for (int64_t i = 0; i < count; i++) {   /* B non-zero, so that the adapters act */
+    for (int64_t i = 0; i < count; i++) {   /* B (and m) moved, so that the adapters act */
         nnt_param_info p = test_param_at(l, i);
         int64_t n = 0;
         EXPECT_OK(nnt_tensor_numel(p.value, &n));
-        if (strstr(p.name, "lora_B")) {
+        if (strstr(p.name, "lora_B") || strstr(p.name, "lora_magnitude")) {
             float *v = test_random_f32(n, (unsigned long long)i + 1, -0.3, 0.3);
+            float *m = strstr(p.name, "lora_B") ? NULL : test_to_host(p.value, NULL);
+            for (int64_t k = 0; m && k < n; k++)   /* m within 30 % of the rows' norms */
+                v[k] = m[k] * (1.0f + v[k]);
             EXPECT_OK(nnt_tensor_copy_from_host(p.value, v, (size_t)n * sizeof *v));
-            free(v);
+            free(v), free(m);
         }
-        if (strcmp(p.name, "model.layers.0.self_attn.q_proj.lora_A.weight") == 0)
+        if (strcmp(p.name, DROP_GRADS[_i].param) == 0)
             a = p.value, ga = p.grad;
     }
-    ck_assert_ptr_nonnull(a);
+    ck_assert_msg(a && ga, "no trained parameter %s", DROP_GRADS[_i].param);
     int64_t n = 0;
     float *a0 = test_to_host(a, &n), *dir = test_random_f32(n, 99, -1.0, 1.0);
     float *moved = malloc((size_t)n * sizeof *moved);
     nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[1].tok);
     nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[1].tok);
     EXPECT_OK(nnt_layer_set_targets(l, y));
-    /* the difference's truncation error goes as h^2 (dropout 0.5 doubles the kept inputs):
-     * 1.5e-1 at h 1e-2, 5.4e-3 at 1e-3, 7.9e-4 at 2e-4; without dropout 2.1e-5 at 1e-3 */
-    const double h = 2e-4;
+    const double h = DROP_GRADS[_i].h;
     double loss[2];
     for (int k = 0; k < 2; k++) {
         for (int64_t i = 0; i < n; i++)
@@ -1060,14 +1092,87 @@ START_TEST(test_dropout_grad)
     for (int64_t i = 0; i < n; i++)
         dot += (double)g[i] * dir[i];
     double e = fabs(dot - fd) / fabs(fd);
-    printf("test_lora dropout gradient: directional %.6e, central difference %.6e, rel %.2e\n",
-           dot, fd, e);
-    EXPECT_TOL(e, 1e-2, "dropout: gradient against central differences");   /* 7.9e-4 */
+    printf("test_lora dropout gradient %s%s: directional %.6e, central difference %.6e, "
+           "rel %.2e\n", DROP_GRADS[_i].dora ? "(DoRA) " : "", DROP_GRADS[_i].param, dot, fd, e);
+    EXPECT_TOL(e, DROP_GRADS[_i].tol, "dropout: gradient of %s against central differences",
+               DROP_GRADS[_i].param);
     free(a0), free(dir), free(moved), free(g), free(tok), free(tgt);
     nnt_tensor_destroy(x);
     nnt_tensor_destroy(y);
     nnt_layer_destroy(l);
     nnt_st_close(r);
+}
+END_TEST
+
+/* Every gradient of one DoRA step (all-linear, the base trainable, B and m moved) with
+ * dropout, its path (t = x' W^T + s u B^T, dx' += (g - 1) G W, dW += (g - 1) G^T x'), at a
+ * rate that drops nothing, against the path without dropout (the products' g G); dropout
+ * 0.5 moves them. */
+static float *dora_grads(double dropout, int64_t *total)
+{
+    nnt_st_reader *r = fixture_open_st_path(reference("llama_all"));
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 4, lo.targets = "all-linear", lo.dropout = dropout, lo.seed = 3;
+    lo.dora = 1, lo.freeze_base = 0;
+    EXPECT_OK(nnt_model_lora_add(l, &lo));
+    int64_t count = 0, n = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        int64_t k = 0;
+        EXPECT_OK(nnt_tensor_numel(p.value, &k));
+        if (strstr(p.name, "lora_B") || strstr(p.name, "lora_magnitude")) {
+            float *v = test_random_f32(k, (unsigned long long)i + 1, -0.3, 0.3);
+            float *m = strstr(p.name, "lora_B") ? NULL : test_to_host(p.value, NULL);
+            for (int64_t j = 0; m && j < k; j++)
+                v[j] = m[j] * (1.0f + v[j]);
+            EXPECT_OK(nnt_tensor_copy_from_host(p.value, v, (size_t)k * sizeof *v));
+            free(v), free(m);
+        }
+    }
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[1].tok);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[1].tok);
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    EXPECT_OK(nnt_layer_zero_grad(l));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    float *all = NULL;
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        ck_assert_ptr_nonnull(p.grad);
+        int64_t k = 0;
+        float *g = test_to_host(p.grad, &k);
+        all = realloc(all, (size_t)(n + k) * sizeof *all);
+        memcpy(all + n, g, (size_t)k * sizeof *g);
+        n += k;
+        free(g);
+    }
+    *total = n;
+    free(tok), free(tgt);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+    return all;
+}
+
+START_TEST(test_dora_dropped)
+{
+    int64_t n0 = 0, n1 = 0, n2 = 0;
+    float *plain = dora_grads(0.0, &n0), *dropped = dora_grads(1e-7, &n1);
+    float *half = dora_grads(0.5, &n2);
+    ck_assert_int_eq(n0, n1);
+    ck_assert_int_eq(n0, n2);
+    double e = test_rel_err(dropped, plain, n0), moved = test_rel_err(half, plain, n0);
+    printf("test_lora DoRA: gradients through the dropout's path rel %.2e from the plain "
+           "path's (dropout 0.5: %.2e)\n", e, moved);
+    ck_assert_msg(moved > 1e-2, "dropout 0.5 changes the gradients too little (%.2e)", moved);
+    EXPECT_TOL(e, 1.5e-5, "DoRA: the dropout's path");   /* measured 1.5e-6 */
+    free(plain), free(dropped), free(half);
 }
 END_TEST
 
@@ -1264,7 +1369,7 @@ START_TEST(test_refusals)
         int rc;
     } BAD[] = {
         {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\", \"v_proj\"], "
-         "\"use_dora\": true}", "use_dora true", NNT_E_UNSUPPORTED},
+         "\"layers_to_transform\": [0]}", "layers_to_transform", NNT_E_UNSUPPORTED},
         {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\", \"v_proj\"], "
          "\"modules_to_save\": [\"lm_head\"]}", "modules_to_save", NNT_E_UNSUPPORTED},
         {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\", \"v_proj\"], "
@@ -1364,7 +1469,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_dropout_op);
     tcase_add_test(tc, test_dropout_lora);
-    tcase_add_test(tc, test_dropout_grad);
+    tcase_add_loop_test(tc, test_dropout_grad, 0, 4);
+    tcase_add_test(tc, test_dora_dropped);
     tcase_add_test(tc, test_trainer);
     suite_add_tcase(s, tc);
     return s;

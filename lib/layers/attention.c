@@ -195,7 +195,7 @@ static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
                                    proj, 1, 0,
                                a->b[i] ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->b[i], NULL));
         if (lo)
-            NNT_TRY(gl_lora_part(lo, part, proj, 1.0));
+            NNT_TRY(gl_lora_part(l, lo, part, proj, 1.0, w));
         nnt_tensor *g = NULL;
         if (normed)
             NNT_TRY(qk_norm_scale(l, a, i, &g));
@@ -229,7 +229,7 @@ static int project_out(nnt_layer *l, attention *a, nnt_tensor **y)
                            a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));
     if (a->lora[3]) {   /* y += s (atty A^T) B^T */
         NNT_TRY(gl_lora_begin(l, a->lora[3], a->atty));
-        NNT_TRY(gl_lora_part(a->lora[3], 0, a->y, 1.0));
+        NNT_TRY(gl_lora_part(l, a->lora[3], 0, a->y, 1.0, pw));
     }
     *y = a->y;
     return NNT_OK;
@@ -418,19 +418,21 @@ void gl_attention_release_cache(nnt_layer *l)
  * W_i, b_i grads. */
 static int backward_qkv(nnt_layer *l, attention *a, int i)
 {
-    nnt_tensor *h = scratch_of(a, i);
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, h, gl_weight_read(a->w[i], a->w16[i]),
+    nnt_tensor *h = scratch_of(a, i), *hw = h;   // hw: what the base products take
+    int part = 0;
+    gl_lora *lo = qkv_lora(a, i, &part);
+    if (lo)   /* the adapter's dB, du (DoRA: the base's gradient scaled) */
+        NNT_TRY(gl_lora_backward_part(l, lo, part, h, &hw));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, hw, gl_weight_read(a->w[i], a->w16[i]),
                             i ? 1.0 : 0.0, a->dxin, 2, 0));
     nnt_tensor *dw = nnt_layer_grad_of(l, a->w[i]);   // NULL: frozen
     nnt_tensor *db = a->b[i] ? nnt_layer_grad_of(l, a->b[i]) : NULL;
     if (dw)
-        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, h, a->xin,
+        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, hw, a->xin,
                                 nnt_layer_grad_beta(l, dw), dw, 2, 0));
     if (db)
         NNT_TRY(nnt_tensor_sum_leading(1.0, h, nnt_layer_grad_beta(l, db), db));
-    int part = 0;
-    gl_lora *lo = qkv_lora(a, i, &part);
-    return lo ? gl_lora_backward_part(l, lo, part, h) : NNT_OK;
+    return NNT_OK;
 }
 
 /* Back through the norm of q (i 0) or k (1): d qk_in from d qkv[i] (in a->dh[1 + i]); the
@@ -501,19 +503,20 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
                                         NNT_ROWS_BHT));
     }
     /* c_proj: d atty (B, T, NH, hd) = g c_proj (+ the adapter's); c_proj grads */
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(a->pw, a->pw16), 0.0,
-                            a->heads, 1, 0));
+    nnt_tensor *gw = g;   // what the base products take (DoRA's: scaled)
+    if (a->lora[3])
+        NNT_TRY(gl_lora_backward_part(l, a->lora[3], 0, g, &gw));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, gw, gl_weight_read(a->pw, a->pw16),
+                            0.0, a->heads, 1, 0));
     nnt_tensor *dpw = nnt_layer_grad_of(l, a->pw);   // NULL: frozen
     nnt_tensor *dpb = a->pb ? nnt_layer_grad_of(l, a->pb) : NULL;
     if (dpw)
-        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty,
+        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, gw, a->atty,
                                 nnt_layer_grad_beta(l, dpw), dpw, 2, 0));
     if (dpb)
         NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, dpb), dpb));
-    if (a->lora[3]) {
-        NNT_TRY(gl_lora_backward_part(l, a->lora[3], 0, g));
+    if (a->lora[3])
         NNT_TRY(gl_lora_backward_finish(l, a->lora[3], a->heads));
-    }
     NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
     nnt_tensor_attention_options ao = op_options(a, a->packed ? a->pos : NULL);
     if (a->sinks)
@@ -607,7 +610,8 @@ int gl_attention_lora_attach(nnt_layer *l, const char *module, int64_t rank, dou
                         "already", module);
     char prefix[32];
     snprintf(prefix, sizeof prefix, "%s.", module);
-    gl_lora_spec sp = {prefix, rank, scale, 1, {0}, {0}, 1, {0}, {{0}}, {{0}}, {"q", "k", "v"}};
+    gl_lora_spec sp = {prefix, rank, scale, 1, {0}, {0}, 1, {0}, {{0}}, {{0}}, {"q", "k", "v"},
+                       {NULL}, {NULL}, {NULL}};
     if (slot == 3) {   /* o_proj, c_proj: in (NH, hd), out (C) */
         const nnt_tensor *pw = a->pw;
         sp.in_dims = 2;
@@ -615,12 +619,14 @@ int gl_attention_lora_attach(nnt_layer *l, const char *module, int64_t rank, dou
         sp.in_tile[0] = pw->tile[1], sp.in_tile[1] = pw->tile[2];
         sp.out_dims[0] = 1;
         sp.out[0][0] = pw->shape[0], sp.out_tile[0][0] = pw->tile[0];
+        sp.base[0] = a->pw, sp.bias[0] = a->pb;
     } else {   /* q_proj, k_proj or v_proj; c_attn, qkv_proj: all three */
         int one = a->gpt2 || a->fused, first = one ? 0 : slot, last = one ? 2 : slot;
         sp.in[0] = a->w[first]->shape[2], sp.in_tile[0] = a->w[first]->tile[2];
         sp.nparts = last - first + 1;
         for (int i = first; i <= last; i++) {
             sp.out_dims[i - first] = 2;
+            sp.base[i - first] = a->w[i], sp.bias[i - first] = a->b[i];
             for (int d = 0; d < 2; d++) {
                 sp.out[i - first][d] = a->w[i]->shape[d];
                 sp.out_tile[i - first][d] = a->w[i]->tile[d];
@@ -655,10 +661,10 @@ int gl_attention_lora_merge(nnt_layer *l)
         if (!lo)
             continue;
         if (s == 3)
-            NNT_TRY(gl_lora_merge(lo, 0, a->pw));
+            NNT_TRY(gl_lora_merge(l, lo, 0, a->pw));
         else
             for (int i = 0; i < lo->nparts; i++)
-                NNT_TRY(gl_lora_merge(lo, i, a->w[a->gpt2 || a->fused ? i : s]));
+                NNT_TRY(gl_lora_merge(l, lo, i, a->w[a->gpt2 || a->fused ? i : s]));
         gl_lora_free(l, lo);
         a->lora[s] = NULL;
     }

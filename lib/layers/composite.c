@@ -105,15 +105,16 @@ static int swiglu_lora_forward(nnt_layer *l, swiglu *m, nnt_tensor *x)
     m->x = x;
     m->xin = gl_linear_input(l->children[GATE]);
     NNT_TRY(gl_lora_begin(l, m->lora, m->xin));
-    NNT_TRY(gl_lora_part(m->lora, 0, m->g, 1.0));
-    return gl_lora_part(m->lora, 1, m->u, 1.0);
+    NNT_TRY(gl_lora_part(l, m->lora, 0, m->g, 1.0, gl_linear_operand(l->children[GATE])));
+    return gl_lora_part(l, m->lora, 1, m->u, 1.0, gl_linear_operand(l->children[UP]));
 }
 
-/* dB, dA of the fused adapter, and m->dx += du A */
+/* dB, dA of the fused adapter, and m->dx += du A (the children's products took dg, du:
+ * DoRA's rest comes with the adapter's) */
 static int swiglu_lora_backward(nnt_layer *l, swiglu *m)
 {
-    NNT_TRY(gl_lora_backward_part(l, m->lora, 0, m->dg));
-    NNT_TRY(gl_lora_backward_part(l, m->lora, 1, m->du));
+    NNT_TRY(gl_lora_backward_part(l, m->lora, 0, m->dg, NULL));
+    NNT_TRY(gl_lora_backward_part(l, m->lora, 1, m->du, NULL));
     if (m->xin == m->x)
         return gl_lora_backward_finish(l, m->lora, m->dx);
     NNT_TRY(nnt_layer_ensure(l, &m->dxin, NNT_FP32, m->xin->ndim, m->xin->shape, m->xin->tile));
@@ -208,11 +209,13 @@ int gl_mlp_lora_attach(nnt_layer *l, int64_t rank, double scale)
     if (m->lora)
         return nnt_fail(l->ctx, NNT_E_INVAL, "nnt: the MLP's gate_up_proj has a LoRA adapter "
                         "already");
-    const nnt_tensor *wg = gl_linear_weight(l->children[GATE]);   // (hidden, C)
-    const nnt_tensor *wu = gl_linear_weight(l->children[UP]);
+    nnt_tensor *wg = gl_linear_weight(l->children[GATE]);   // (hidden, C)
+    nnt_tensor *wu = gl_linear_weight(l->children[UP]);
     gl_lora_spec sp = {"gate_up_proj.", rank, scale, 1, {wg->shape[1]}, {wg->tile[1]}, 2,
                        {1, 1}, {{wg->shape[0]}, {wu->shape[0]}},
-                       {{wg->tile[0]}, {wu->tile[0]}}, {"gate", "up"}};
+                       {{wg->tile[0]}, {wu->tile[0]}}, {"gate", "up"}, {wg, wu},
+                       {gl_linear_bias(l->children[GATE]), gl_linear_bias(l->children[UP])},
+                       {l->children[GATE], l->children[UP]}};
     return gl_lora_new(l, &sp, &m->lora);
 }
 
@@ -236,8 +239,8 @@ int gl_mlp_lora_merge(nnt_layer *l)
     swiglu *m = fused_of(l);
     if (!m || !m->lora)
         return NNT_OK;
-    NNT_TRY(gl_lora_merge(m->lora, 0, gl_linear_weight(l->children[GATE])));
-    NNT_TRY(gl_lora_merge(m->lora, 1, gl_linear_weight(l->children[UP])));
+    NNT_TRY(gl_lora_merge(l, m->lora, 0, gl_linear_weight(l->children[GATE])));
+    NNT_TRY(gl_lora_merge(l, m->lora, 1, gl_linear_weight(l->children[UP])));
     gl_lora_free(l, m->lora);
     m->lora = NULL;
     return NNT_OK;

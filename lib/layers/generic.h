@@ -150,6 +150,25 @@ typedef struct gl_lora {
     nnt_tensor *x;                  // the input the last forward's products read (not owned)
     nnt_tensor *xd, *dxd;           // the input after the dropout, and d(du A) through it
     nnt_tensor *u, *du;             // (rows..., r) x A^T and its gradient
+    char prefix[40];                /* of its parameters' names                            */
+    const char *part_names[3];
+    nnt_tensor *base[3], *bias[3];  // each part's base weight (out_i..., in...) and bias
+                                    // (out_i...) or NULL (not owned)
+    nnt_layer *owner[3];            // the layer whose parameters they are
+    /* DoRA (PEFT's use_dora): y_i = base + (g_i - 1) t_i with t_i = x' W_i^T + s u B_i^T
+     * (x' the adapter's input) and g_i = m_i / ||W_i + s B_i A|| per output feature, the norm
+     * taken as a constant in the backward */
+    int dora;
+    nnt_tensor *m[3];               // (out_i...) lora_magnitude_vector, parameters
+    nnt_tensor *n2[3];              // (out_i...) ||W_i + s B_i A||^2 of the last forward
+    nnt_tensor *gain[3], *rinv[3];  // (out_i...) m_i / norm, 1 / norm
+    nnt_tensor *aat;                // (r, r) A A^T
+    nnt_tensor *q[3];               // (out_i..., r) 2 s W_i A^T + s^2 B_i A A^T
+    nnt_tensor *t[3];               // (rows..., out_i...) see above
+    nnt_tensor *nbias[3];           // (out_i...) minus the bias
+    nnt_tensor *wop[3];             // the base weight the forward's products read (not owned)
+    nnt_tensor *gs[3], *h[3];       // backward temporaries: g g_i, and (g_i - 1) g when the
+                                    // base map's product did not take g g_i
 } gl_lora;
 
 /* What an adapter looks like: parameter names "<prefix>lora_A.weight",
@@ -166,6 +185,8 @@ typedef struct gl_lora_spec {
     int out_dims[3];
     int64_t out[3][2], out_tile[3][2];
     const char *part_names[3];
+    nnt_tensor *base[3], *bias[3];  /* the parts' base weights and biases (NULL: none)        */
+    nnt_layer *owner[3];            /* whose parameters they are (NULL: the adapter's layer)  */
 } gl_lora_spec;
 
 /* Register an adapter's parameters in l (A, B_i uninitialised: nnt_layer_init_adapters). */
@@ -176,13 +197,24 @@ void gl_lora_free(nnt_layer *l, gl_lora *lo);
  * unless ctx->no_dropout, x with its dropout, a mask of seed and passes), then per part
  * y_i = s u B_i^T + beta y_i (the base product's output; beta 1 after it, 0 before). */
 int gl_lora_begin(nnt_layer *l, gl_lora *lo, nnt_tensor *x);
-int gl_lora_part(gl_lora *lo, int i, nnt_tensor *y, double beta);
+/* w: the base weight part i's product read (gl_weight_operand). With DoRA beta is 1: y_i
+ * holds x W_i^T + b_i, and becomes DoRA's output. */
+int gl_lora_part(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *y, double beta, nnt_tensor *w);
 /* Backward: each part i in order (0 first) with g_i, the gradient of y_i: dB_i, du; then
- * dA and dx += du A (dx in the input's tiling, written already). */
-int gl_lora_backward_part(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *g);
+ * dA and dx += du A (dx in the input's tiling, written already). g_base: where the gradient
+ * the base map's products (dx, dW, not db) take is returned: g_i, or with DoRA (no dropout)
+ * g_i times the gain; NULL: the base map takes g_i whatever (the adapter adds the rest to
+ * dx in the finish). Call it before the base map's products. */
+int gl_lora_backward_part(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *g, nnt_tensor **g_base);
 int gl_lora_backward_finish(nnt_layer *l, gl_lora *lo, nnt_tensor *dx);
-/* W_i += s B_i A (the base weight of part i, (out_i..., in...)). */
-int gl_lora_merge(gl_lora *lo, int i, nnt_tensor *w);
+/* W_i += s B_i A (the base weight of part i, (out_i..., in...)); with DoRA then each row
+ * times m_i / ||W_i + s B_i A||. */
+int gl_lora_merge(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *w);
+/* Make lo a DoRA adapter: its magnitudes "<prefix>lora_magnitude_vector" (one part) or
+ * "...lora_magnitude_vector.<part>", parameters of l marked adapter (uninitialised). */
+int gl_lora_dora_add(nnt_layer *l, gl_lora *lo);
+/* m_i = ||W_i + s B_i A|| (PEFT's initialisation: at B = 0, the base rows' norms). */
+int gl_lora_dora_init(nnt_layer *l, gl_lora *lo);
 
 /* The modules of a layer an adapter can go on, NULL-terminated (NULL: none): a linear layer
  * "" (itself), an attention layer its projections "c_attn", "c_proj" (GPT-2's layout) or
@@ -219,6 +251,8 @@ void gl_mlp_lora_remove(nnt_layer *l);
  * or the layer's retiled copy of it). */
 void gl_linear_no_lora(nnt_layer *l);
 nnt_tensor *gl_linear_weight(nnt_layer *l);
+nnt_tensor *gl_linear_bias(nnt_layer *l);      /* (out) or NULL */
+nnt_tensor *gl_linear_operand(nnt_layer *l);   /* the weight its last forward's product read */
 nnt_tensor *gl_linear_input(nnt_layer *l);
 
 /* ---- forward with a key/value cache (generation) ---- */

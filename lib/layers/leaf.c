@@ -731,13 +731,20 @@ static int linear_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     if (!(n->flags & GELUS)) {   /* y (..., out) = x W^T (+ b) (+ s u B^T) */
         NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, 0.0, n->y, 1, 0,
                                    n->b ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, n->b, NULL));
-        return n->lora ? gl_lora_part(n->lora, 0, n->y, 1.0) : NNT_OK;
+        return n->lora ? gl_lora_part(l, n->lora, 0, n->y, 1.0, w) : NNT_OK;
+    }
+    NNT_TRY(nnt_layer_ensure(l, &n->pre, NNT_FP32, x->ndim, shape, tile));
+    if (n->lora && n->lora->dora) {   /* pre = DoRA's output of x W^T + b, y = gelu(pre) */
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, 0.0, n->pre, 1, 0,
+                                   n->b ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, n->b, NULL));
+        NNT_TRY(gl_lora_part(l, n->lora, 0, n->pre, 1.0, w));
+        return n->flags & NNT_LINEAR_GELU_ERF ? nnt_tensor_gelu_erf(n->pre, n->y)
+                                              : nnt_tensor_gelu(n->pre, n->y);
     }
     /* pre (..., out) = (s u B^T +) x W^T (+ b), y = gelu(pre), in one pass: the adapter's
      * product first, the base product adds to it and applies the GELU */
-    NNT_TRY(nnt_layer_ensure(l, &n->pre, NNT_FP32, x->ndim, shape, tile));
     if (n->lora)
-        NNT_TRY(gl_lora_part(n->lora, 0, n->pre, 0.0));
+        NNT_TRY(gl_lora_part(l, n->lora, 0, n->pre, 0.0, w));
     return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, n->lora ? 1.0 : 0.0,
                               n->pre, 1, 0,
                               n->flags & NNT_LINEAR_GELU_ERF ? NNT_EPILOGUE_BIAS_GELU_ERF
@@ -756,22 +763,24 @@ static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
                                                : nnt_tensor_gelu_backward(n->pre, g, n->dpre));
         g = n->dpre;
     }
-    /* dW (out, in) += g^T x over all rows; db += sum of g over rows; none when frozen */
+    /* the adapter's dB, du; the gradient the base products take (DoRA's: scaled) */
+    nnt_tensor *gw = g;
+    if (n->lora)
+        NNT_TRY(gl_lora_backward_part(l, n->lora, 0, g, &gw));
+    /* dW (out, in) += gw^T x over all rows; db += sum of g over rows; none when frozen */
     nnt_tensor *dw = nnt_layer_grad_of(l, n->w), *db = n->b ? nnt_layer_grad_of(l, n->b) : NULL;
     if (dw)
-        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, n->xin,
+        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, gw, n->xin,
                                 nnt_layer_grad_beta(l, dw), dw, g->ndim - 1, 0));
     if (db)
         NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, db), db));
-    /* dx (..., in) = g W (+ the adapter's), in xin's tiling, then x's */
+    /* dx (..., in) = gw W (+ the adapter's), in xin's tiling, then x's */
     nnt_tensor **into = n->xin == n->x ? &n->dx : &n->dxin;
     NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, n->xin->ndim, n->xin->shape, n->xin->tile));
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(n->w, n->w16), 0.0,
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, gw, gl_weight_read(n->w, n->w16), 0.0,
                             *into, 1, 0));
-    if (n->lora) {
-        NNT_TRY(gl_lora_backward_part(l, n->lora, 0, g));
+    if (n->lora)
         NNT_TRY(gl_lora_backward_finish(l, n->lora, *into));
-    }
     if (into == &n->dxin) {
         NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
         NNT_TRY(nnt_tensor_copy(n->dxin, n->dx));
@@ -810,13 +819,24 @@ nnt_tensor *gl_linear_input(nnt_layer *l)
     return ((linear *)l->impl)->xin;
 }
 
+nnt_tensor *gl_linear_operand(nnt_layer *l)
+{
+    linear *n = l->impl;
+    return gl_weight_read(n->w, n->w16);
+}
+
+nnt_tensor *gl_linear_bias(nnt_layer *l)
+{
+    return ((linear *)l->impl)->b;
+}
+
 int gl_linear_lora_attach(nnt_layer *l, int64_t rank, double scale)
 {
     linear *n = l->impl;
     if (n->lora)
         return nnt_fail(l->ctx, NNT_E_INVAL, "nnt: this linear layer has a LoRA adapter already");
     gl_lora_spec sp = {"", rank, scale, 1, {n->w->shape[1]}, {n->w->tile[1]}, 1, {1},
-                       {{n->w->shape[0]}}, {{n->w->tile[0]}}, {NULL}};
+                       {{n->w->shape[0]}}, {{n->w->tile[0]}}, {NULL}, {n->w}, {n->b}, {l}};
     return gl_lora_new(l, &sp, &n->lora);
 }
 
@@ -837,7 +857,7 @@ int gl_linear_lora_merge(nnt_layer *l)
     linear *n = l->impl;
     if (!n->lora)
         return NNT_OK;
-    NNT_TRY(gl_lora_merge(n->lora, 0, n->w));
+    NNT_TRY(gl_lora_merge(l, n->lora, 0, n->w));
     gl_lora_free(l, n->lora);
     n->lora = NULL;
     return NNT_OK;

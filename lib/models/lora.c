@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,7 +274,7 @@ typedef struct add_pass {
     int attach;               /* 0: count the matches; 1: attach */
     int64_t rank;
     double alpha, dropout;
-    int rslora;
+    int rslora, dora;
     const lora_patterns *pat; /* PEFT's rank_pattern and alpha_pattern (NULL: none) */
     uint64_t seed;
     int64_t matched;
@@ -304,6 +305,10 @@ static int add_one(const lora_module *m, void *arg)
         return nnt_fail(m->layer->ctx, NNT_E_INVAL, "nnt_model_lora_add: lora_dropout %g on "
                         "the experts' %s: PEFT adapts the experts' stacked tensors without "
                         "dropout (its target_parameters refuse it)", a->dropout, m->param);
+    if (m->expert >= 0 && a->dora)
+        return nnt_fail(m->layer->ctx, NNT_E_UNSUPPORTED, "nnt_model_lora_add: DoRA on the "
+                        "experts' %s: PEFT adapts the experts' stacked tensors without DoRA "
+                        "(its target_parameters)", m->param);
     if (!a->attach)
         return NNT_OK;
     double r = pattern_of(a->pat, m, 1, (double)a->rank), alpha = pattern_of(a->pat, m, 0,
@@ -316,15 +321,24 @@ static int add_one(const lora_module *m, void *arg)
         h = (h ^ *c) * 0x100000001b3ull;
     lo->dropout = a->dropout;
     lo->seed = a->seed ^ h;
-    return NNT_OK;
+    return a->dora ? gl_lora_dora_add(m->layer, lo) : NNT_OK;
+}
+
+static int dora_init_one(const lora_module *m, void *arg)
+{
+    (void)arg;
+    gl_lora *lo = gl_lora_of(m->layer, m->name);
+    return lo ? gl_lora_dora_init(m->layer, lo) : NNT_OK;
 }
 
 static int read_lora_options(nnt_ctx *ctx, const char *fn, const nnt_lora_options *user,
                              nnt_lora_options *o)
 {
     static const nnt_lora_options defaults = NNT_LORA_OPTIONS_INIT;
-    NNT_TRY(nnt_read_options(fn, user, &defaults, o, sizeof *o, 0,
-                             "initialise them with NNT_LORA_OPTIONS_INIT"));
+    static const size_t older[] = {offsetof(nnt_lora_options, dora)};   /* 0.3 */
+    NNT_TRY(nnt_read_options_sizes(fn, user, &defaults, o, sizeof *o, older,
+                                   sizeof older / sizeof older[0],
+                                   "initialise them with NNT_LORA_OPTIONS_INIT"));
     if (o->rank < 1 || o->rank > 65536)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: rank %lld must be in [1, 65536]", fn,
                         (long long)o->rank);
@@ -332,6 +346,11 @@ static int read_lora_options(nnt_ctx *ctx, const char *fn, const nnt_lora_option
         return nnt_fail(ctx, NNT_E_INVAL, "%s: alpha %g must be finite and > 0", fn, o->alpha);
     if (!(o->dropout >= 0.0 && o->dropout < 1.0))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dropout %g must be in [0, 1)", fn, o->dropout);
+    if (o->dora != 0 && o->dora != 1)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dora %d is neither 0 nor 1", fn, o->dora);
+    if (o->dora && o->freeze_base == 3)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: DoRA on a base kept in NF4 (QLoRA) is not "
+                        "implemented", fn);
     return NNT_OK;
 }
 
@@ -400,7 +419,8 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
         NNT_TRY(freeze_base(tree, nnt_layer_freeze_mode(o->freeze_base), 1, fn, keep));
     targets t;
     NNT_TRY(targets_parse(model->ctx, fn, targets_text, &t));
-    add_pass a = {&t, 0, o->rank, o->alpha, o->dropout, o->rslora != 0, pat, o->seed, 0, ""};
+    add_pass a = {&t, 0, o->rank, o->alpha, o->dropout, o->rslora != 0, o->dora, pat, o->seed,
+                  0, ""};
     int rc = each_module(model, f, add_one, &a);
     for (int i = 0; rc == 0 && i < t.n; i++)
         if (t.hits[i] == 0)
@@ -418,6 +438,8 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
     nnt_layer_params_changed(tree);
     if (rc == 0)
         rc = nnt_layer_init_adapters(tree, o->seed);
+    if (rc == 0 && o->dora)   /* the magnitudes: the base rows' norms */
+        rc = each_module(model, f, dora_init_one, NULL);
     if (rc == 0 && o->freeze_base)
         rc = freeze_base(tree, nnt_layer_freeze_mode(o->freeze_base), 0, fn, keep);
     if (rc == 0 && keep && keep->frozen)   /* PEFT's modules_to_save are trained */
@@ -431,6 +453,7 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
         st->alpha = o->alpha;
         st->rslora = o->rslora != 0;
         st->dropout = o->dropout;
+        st->dora = o->dora;
         snprintf(st->targets, sizeof st->targets, "%s", targets_text);
         st->rank_pattern[0] = st->alpha_pattern[0] = '\0';
     }
@@ -501,7 +524,7 @@ NNT_API int nnt_model_lora_get(const nnt_layer *model, nnt_lora_options *opts)
 {
     const char *fn = "nnt_model_lora_get";
     NNT_TRY(nnt_layer_check(model, fn));
-    if (!opts || opts->size < sizeof *opts)
+    if (!opts || opts->size < offsetof(nnt_lora_options, dora))
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: opts is NULL or its size is not set "
                         "(NNT_LORA_OPTIONS_INIT)", fn);
     nnt_layer *tree = NULL;
@@ -515,6 +538,8 @@ NNT_API int nnt_model_lora_get(const nnt_layer *model, nnt_lora_options *opts)
     opts->rslora = st->rslora;
     opts->dropout = st->dropout;
     opts->targets = st->targets;
+    if (opts->size >= offsetof(nnt_lora_options, dora) + sizeof opts->dora)
+        opts->dora = st->dora;
     return NNT_OK;
 }
 
@@ -522,7 +547,7 @@ NNT_API int nnt_model_lora_get(const nnt_layer *model, nnt_lora_options *opts)
 
 /* What a pass over the adapters of a model does with each: its two PEFT tensors. */
 typedef struct peft_tensor {
-    char name[MODULE_MAX + 32];
+    char name[MODULE_MAX + 48];
     int64_t rows, cols;       /* PEFT's 2-D shape                                          */
     nnt_tensor *part[3];      /* nnt's tensors whose data follow one another in it         */
     int nparts;
@@ -534,6 +559,7 @@ typedef struct peft_tensor {
     int stack;                /* 1 gate_up_proj, 2 down_proj                                */
     int is_b;                 /* its lora_B (else lora_A)                                   */
     int interleaved;          /* gate_up's rows: gate's and up's alternate                  */
+    int vector;               /* 1-D (rows): DoRA's lora_magnitude_vector                   */
 } peft_tensor;
 
 typedef int (*peft_fn)(const peft_tensor *t, void *arg);
@@ -571,7 +597,7 @@ static int peft_of_stack(const lora_module *m, peft_pass *p)
     int nested = gate_up && expert_lora(m->moe, 2, 0) != NULL;
     size_t stem = strlen(m->param) - strlen(gate_up ? ".gate_up_proj" : ".down_proj");
     peft_tensor a = {"", r * E, numel_of(lo->a) / r, {NULL}, 0, {0}, 0, m->moe,
-                     gate_up ? 1 : 2, 0, m->interleaved};
+                     gate_up ? 1 : 2, 0, m->interleaved, 0};
     peft_tensor b = a;
     snprintf(a.name, sizeof a.name, PEFT_PREFIX "%.*s%s.lora_A.weight", (int)stem, m->param,
              nested ? ".base_layer" : "");
@@ -592,19 +618,26 @@ static int peft_of_module(const lora_module *m, void *arg)
     if (m->expert == 0)
         return peft_of_stack(m, p);
     peft_tensor a = {"", lo->a->shape[0], numel_of(lo->a) / lo->a->shape[0], {lo->a}, 1,
-                     {numel_of(lo->a)}, 0, NULL, 0, 0, 0};
+                     {numel_of(lo->a)}, 0, NULL, 0, 0, 0, 0};
     snprintf(a.name, sizeof a.name, PEFT_PREFIX "%s.lora_A.weight", m->hf);
     NNT_TRY(p->fn(&a, p->arg));
-    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts, {0}, 0, NULL, 0, 0, 0};
+    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts, {0}, 0, NULL, 0, 0, 0, 0};
     if (p->f->layout.fused_lora == 2 && lo->nparts == 3)   /* q (NH, hd, r), k, v (NKV, hd, r) */
         b.groups = lo->b[1]->shape[0];
     snprintf(b.name, sizeof b.name, PEFT_PREFIX "%s.lora_B.weight", m->hf);
+    peft_tensor mag = b;   /* DoRA's (out): its rows as B's */
+    snprintf(mag.name, sizeof mag.name, PEFT_PREFIX "%s.lora_magnitude_vector", m->hf);
+    mag.cols = 1, mag.vector = 1;
     for (int i = 0; i < lo->nparts; i++) {
         b.part[i] = lo->b[i];
         b.part_n[i] = numel_of(lo->b[i]);
         b.rows += b.part_n[i] / lo->a->shape[0];
+        mag.part[i] = lo->m[i];
+        mag.part_n[i] = b.part_n[i] / lo->a->shape[0];
     }
-    return p->fn(&b, p->arg);
+    mag.rows = b.rows;
+    NNT_TRY(p->fn(&b, p->arg));
+    return lo->dora ? p->fn(&mag, p->arg) : NNT_OK;
 }
 
 /* The PEFT tensors of a model's adapters, then its classifier's head when it is trained
@@ -619,7 +652,7 @@ static int each_peft(nnt_layer *model, const nnt_family *f, peft_fn fn, void *ar
         return NNT_OK;
     int64_t n = numel_of(hp->value);
     peft_tensor h = {PEFT_PREFIX HEAD ".weight", hp->value->shape[0], n / hp->value->shape[0],
-                     {hp->value}, 1, {n}, 0, NULL, 0, 0, 0};
+                     {hp->value}, 1, {n}, 0, NULL, 0, 0, 0, 0};
     return fn(&h, arg);
 }
 
@@ -691,7 +724,8 @@ static int declare_peft(const peft_tensor *t, void *arg)
     s->most = t->rows * t->cols > s->most ? t->rows * t->cols : s->most;
     s->regroups |= t->groups != 0;
     s->io = 1;
-    int rc = nnt_st_writer_add(s->w, t->name, NNT_IO_F32, 2, shape, NULL, s->err, sizeof s->err);
+    int rc = nnt_st_writer_add(s->w, t->name, NNT_IO_F32, t->vector ? 1 : 2, shape, NULL, s->err,
+                               sizeof s->err);
     s->io = rc != 0;
     return rc;
 }
@@ -827,9 +861,9 @@ static int config_text(nnt_ctx *ctx, const char *fn, const nnt_model_lora *st, i
         }
         nnt_cfg_add(&t, "]");
     }
-    nnt_cfg_add(&t, ",\n  \"task_type\": \"%s\",\n  \"use_dora\": false,\n"
+    nnt_cfg_add(&t, ",\n  \"task_type\": \"%s\",\n  \"use_dora\": %s,\n"
                 "  \"use_rslora\": %s\n}\n", st->head ? "SEQ_CLS" : "CAUSAL_LM",
-                st->rslora ? "true" : "false");
+                st->dora ? "true" : "false", st->rslora ? "true" : "false");
     if (t.oom) {
         free(t.buf);
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
@@ -901,12 +935,11 @@ static const char *const KNOWN_KEYS[] = {
     "task_type", "base_model_name_or_path", "revision", "inference_mode", "auto_mapping",
     "fan_in_fan_out", "init_lora_weights", "peft_version", "megatron_core",
     "qalora_group_size", "target_parameters", "rank_pattern", "alpha_pattern",
-    "modules_to_save", NULL};
+    "modules_to_save", "use_dora", NULL};
 
 /* An option nnt does not implement, refused when set (not null, false, [] or {}). */
 static const char *const UNSUPPORTED_KEYS[] = {
-    "use_dora", "layers_to_transform",
-    "layers_pattern", "lora_bias", "exclude_modules", "use_qalora",
+    "layers_to_transform", "layers_pattern", "lora_bias", "exclude_modules", "use_qalora",
     "trainable_token_indices", "layer_replication", "alora_invocation_tokens", NULL};
 
 static int in_list(const char *const *list, const char *key)
@@ -1092,6 +1125,8 @@ static int read_config(nnt_ctx *ctx, const char *fn, const char *path, nnt_lora_
     if (rc == 0)
         rc = nnt_cfg_bool(c, "use_rslora", 0, &o->rslora);
     if (rc == 0)
+        rc = nnt_cfg_bool(c, "use_dora", 0, &o->dora);
+    if (rc == 0)
         rc = nnt_cfg_string_list(c, "target_modules", &raw);
     if (rc == 0) {
         char text[8];
@@ -1146,7 +1181,11 @@ static int load_one(const peft_tensor *t, void *arg)
         if (g->found < nnt_st_count(g->r))
             g->seen[g->found] = e;
         g->found++;
-        if (e->ndim != 2 || e->shape[0] != t->rows || e->shape[1] != t->cols)
+        if (t->vector && (e->ndim != 1 || e->shape[0] != t->rows))
+            return nnt_fail(g->ctx, NNT_E_SHAPE, "%s: %s: tensor %s has %d dims, first %lld, the "
+                            "model's is (%lld): another base model?", g->fn, g->path, t->name,
+                            e->ndim, (long long)(e->ndim ? e->shape[0] : 0), (long long)t->rows);
+        if (!t->vector && (e->ndim != 2 || e->shape[0] != t->rows || e->shape[1] != t->cols))
             return nnt_fail(g->ctx, NNT_E_SHAPE, "%s: %s: tensor %s is (%lld, %lld), the model's "
                             "is (%lld, %lld): another base model?", g->fn, g->path, t->name,
                             (long long)e->shape[0], (long long)(e->ndim > 1 ? e->shape[1] : 0),

@@ -226,7 +226,7 @@ typedef struct nnt_model_lora {
     int on;                   /* the tree has adapters                                    */
     int64_t rank;
     double alpha, dropout;
-    int rslora;
+    int rslora, dora;
     char targets[8192];       /* target_modules, comma-separated, or "all-linear"         */
     char rank_pattern[1024];  /* PEFT's rank_pattern and alpha_pattern as read (JSON     */
     char alpha_pattern[1024]; /* objects; "" : none)                                     */

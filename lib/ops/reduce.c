@@ -267,3 +267,139 @@ int nnt_tensors_sumsq(int n, nnt_tensor *const *tensors, double *sumsq)
         *sumsq = sum;
     return rc;
 }
+
+/* ---- DoRA's per-feature products ------------------------------------------------------------
+ * A feature vector h (n...) sits on the trailing dims of a tensor x (m..., n...) (the outputs'
+ * features of rows of activations) or, by_row, on its leading ones (x (n..., k...): the rows
+ * of a weight). */
+
+/* x's tile index i and the index of the tile of h above it (h on trailing or leading dims). */
+static int64_t feature_tile(const nnt_tensor *x, const nnt_tensor *h, int leading, int64_t xi)
+{
+    int64_t coord[NNT_MAX_DIMS];
+    nnt_tensor_tile_coord(x, xi, coord);
+    return nnt_tensor_tile_index(h, leading ? coord : coord + x->ndim - h->ndim);
+}
+
+/* h's dims and tiles those of x's leading (leading) or trailing dims; x, h distinct FP32 */
+static int check_features(const char *fn, const char *x_role, const nnt_tensor *x,
+                          const char *h_role, const nnt_tensor *h, int leading)
+{
+    if (!leading)
+        return check_broadcast(fn, x_role, x, h_role, h);
+    if (x == h)
+        return nnt_fail(x->ctx, NNT_E_INVAL, "%s: %s and %s are the same tensor", fn, h_role,
+                        x_role);
+    if (h->ndim >= x->ndim)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: %s has %d dimensions, not fewer than the %d "
+                        "of %s", fn, h_role, h->ndim, x->ndim, x_role);
+    return nnt_check_dims(fn, h_role, h, 0, x_role, x, 0, h->ndim);
+}
+
+int nnt_tensor_mul_broadcast(nnt_tensor *x, nnt_tensor *h, double c, int by_row, double beta,
+                             nnt_tensor *z)
+{
+    const char *fn = "nnt_tensor_mul_broadcast";
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "h", h, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "z", z, NNT_FP32, beta != 0.0);
+    if (rc == 0 && beta != 0.0 && beta != 1.0)
+        rc = nnt_fail(x->ctx, NNT_E_INVAL, "%s: beta %g is neither 0 nor 1", fn, beta);
+    if (rc == 0 && x != z)
+        rc = nnt_check_same_layout(fn, "x", x, "z", z);
+    if (rc == 0)
+        rc = check_features(fn, "x", x, "h", h, by_row);
+    for (int64_t i = 0; rc == 0 && i < x->ntiles; i++)
+        rc = nnt_insert_mul_bcast(x->ctx, x->tiles[i].handle,
+                                  h->tiles[feature_tile(x, h, by_row, i)].handle, (float)c,
+                                  by_row, beta != 0.0, z->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(z);
+    return rc;
+}
+
+/* acc's tile ai and, for its k-th x tile (row-major over the other dims' grid), that tile */
+static int64_t reduced_tile(const nnt_tensor *x, const nnt_tensor *acc, int leading, int64_t ai,
+                            int64_t k)
+{
+    int64_t coord[NNT_MAX_DIMS], acc_coord[NNT_MAX_DIMS];
+    nnt_tensor_tile_coord(acc, ai, acc_coord);
+    if (!leading)   /* acc on the trailing dims: k runs over the leading grid */
+        return big_tile_index(x, acc->ndim, k, acc_coord);
+    for (int d = x->ndim - 1; d >= acc->ndim; d--) {
+        coord[d] = k % x->grid[d];
+        k /= x->grid[d];
+    }
+    for (int d = 0; d < acc->ndim; d++)
+        coord[d] = acc_coord[d];
+    return nnt_tensor_tile_index(x, coord);
+}
+
+/* acc = beta acc + sums of x y over the dims acc has not: the trailing ones (leading: acc on
+ * x's leading dims) or the leading ones, times h (or not) per element of acc; per acc tile
+ * its x tiles in a fixed order, the first applying beta. */
+static int dot_reduce(const char *fn, nnt_tensor *x, nnt_tensor *y, nnt_tensor *h, double beta,
+                      nnt_tensor *acc, int acc_leading)
+{
+    int bf16 = acc_leading && x->dtype == NNT_BF16;
+    int rc = nnt_check_arg(fn, "x", x, bf16 ? NNT_BF16 : NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "y", y, x->dtype, 1);
+    if (rc == 0 && h)
+        rc = nnt_check_arg(fn, "h", h, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "acc", acc, NNT_FP32, beta != 0.0);
+    if (rc == 0 && x != y)
+        rc = nnt_check_same_layout(fn, "x", x, "y", y);
+    if (rc == 0)
+        rc = check_features(fn, "x", x, "acc", acc, acc_leading);
+    if (rc == 0 && h)
+        rc = nnt_check_same_layout(fn, "h", h, "acc", acc);
+    int64_t per = rc ? 0 : x->ntiles / acc->ntiles;   /* x tiles above each acc tile */
+    for (int64_t ai = 0; rc == 0 && ai < acc->ntiles; ai++)
+        for (int64_t k = 0; rc == 0 && k < per; k++) {
+            int64_t xi = reduced_tile(x, acc, acc_leading, ai, k);
+            starpu_data_handle_t xh = x->tiles[xi].handle, yh = y->tiles[xi].handle;
+            rc = acc_leading
+                     ? nnt_insert_dot_rows(x->ctx, bf16, xh, yh, acc->tiles[ai].handle, k == 0,
+                                           (float)beta)
+                     : nnt_insert_dot_cols(x->ctx, xh, yh, h ? h->tiles[ai].handle : NULL,
+                                           acc->tiles[ai].handle, k == 0, (float)beta);
+        }
+    if (rc == 0)
+        nnt_tensor_mark_written(acc);
+    return rc;
+}
+
+int nnt_tensor_dot_trailing(nnt_tensor *x, nnt_tensor *y, double beta, nnt_tensor *acc)
+{
+    return dot_reduce("nnt_tensor_dot_trailing", x, y, NULL, beta, acc, 1);
+}
+
+int nnt_tensor_dot_leading(nnt_tensor *x, nnt_tensor *y, nnt_tensor *h, double beta,
+                           nnt_tensor *acc)
+{
+    return dot_reduce("nnt_tensor_dot_leading", x, y, h, beta, acc, 0);
+}
+
+int nnt_tensor_rsqrt_mul(nnt_tensor *m, nnt_tensor *n2, nnt_tensor *out)
+{
+    const char *fn = "nnt_tensor_rsqrt_mul";
+    int rc = m ? nnt_check_arg(fn, "m", m, NNT_FP32, 1) : NNT_OK;
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "n2", n2, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "out", out, NNT_FP32, 0);
+    if (rc == 0 && m)
+        rc = nnt_check_same_layout(fn, "m", m, "out", out);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "n2", n2, "out", out);
+    for (int64_t i = 0; rc == 0 && i < out->ntiles; i++)
+        rc = nnt_insert_rsqrt_mul(out->ctx, m ? m->tiles[i].handle : NULL, n2->tiles[i].handle,
+                                  out->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(out);
+    return rc;
+}
