@@ -302,7 +302,7 @@ static int open_run(trainer *t)
     lo.rank = o->lora_rank > 0 ? o->lora_rank : lo.rank;
     lo.alpha = o->lora_alpha >= 0 ? o->lora_alpha : lo.alpha;
     lo.dropout = o->lora_dropout >= 0 ? o->lora_dropout : 0.0;
-    lo.targets = o->lora_targets, lo.seed = o->loop.seed;
+    lo.targets = o->lora_targets, lo.seed = o->loop.seed, lo.dora = o->lora_dora;
     nnt_run_config *r = &o->run;
     r->model_source = source;
     r->model_config = o->load_llmc || o->load_hf || t->cfg_resumed ? NULL : &t->cfg;

@@ -44,6 +44,7 @@ typedef struct train_opts {
     int64_t lora_rank;                       /* --lora-rank R; -1: not given              */
     double lora_alpha, lora_dropout;         /* < 0: not given (8, 0)                     */
     const char *lora_targets;                /* --lora-targets LIST                       */
+    int lora_dora;                           /* --lora-dora                               */
     const char *save_peft;                   /* --save-peft DIR                           */
     const char *label_names;                 /* --label-names LIST: a classifier's labels' */
     int merge;                               /* --merge: adapters into the weights at the end */

@@ -179,6 +179,8 @@ static const cli_option table[] = {
              "their scale alpha / r (default 8)"),
     OPT_REAL("lora-dropout", lora_dropout, 0, 1, "-1", RES | OPEN, "P",
              "dropout on their input (default 0)"),
+    OPT_FLAG("lora-dora", lora_dora, RES, "DoRA (PEFT's use_dora): a trained magnitude per "
+             "output\nfeature of each adapted module"),
     OPT_STR("lora-targets", lora_targets, NULL, RES, "LIST", "modules: q_proj,v_proj,... "
             "(Llama), c_attn,c_proj,c_fc\n(GPT-2, GPT-BigCode), qkv_proj,gate_up_proj,... "
             "(Phi-3),\ndense,fc1,fc2,... (Phi), query_key_value,dense,...\n(GPT-NeoX, "
@@ -441,7 +443,8 @@ void train_opts_free(train_opts *o)
 /* Whether the command line asks for LoRA adapters (--lora-*). */
 int train_lora_asked(const train_opts *o)
 {
-    return o->lora_rank > 0 || o->lora_alpha >= 0 || o->lora_dropout >= 0 || o->lora_targets;
+    return o->lora_rank > 0 || o->lora_alpha >= 0 || o->lora_dropout >= 0 || o->lora_targets ||
+           o->lora_dora;
 }
 
 int train_loss_unpaired(const train_opts *o)
@@ -564,7 +567,10 @@ static int check_combinations(const train_opts *o)
     if (r->load_peft && train_lora_asked(o))
         return train_usage_error("--load-peft takes the adapters' settings from its "
                                  "adapter_config.json: no --lora-rank, --lora-alpha, "
-                                 "--lora-dropout or --lora-targets with it");
+                                 "--lora-dropout, --lora-dora or --lora-targets with it");
+    if (o->quantize && o->lora_dora)
+        return train_usage_error("--lora-dora with --quantize nf4: DoRA on an NF4 base is not "
+                                 "implemented");
     if (o->quantize && !adapters && !(r->freeze && *r->freeze))
         return train_usage_error("--quantize nf4 keeps frozen matrices in NF4: give --lora-*, "
                                  "--load-peft or --freeze");

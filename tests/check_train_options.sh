@@ -317,6 +317,44 @@ tuned_run nf neftune-alpha 5 "^noise: .* +-5 / sqrt(T C) = +-0.220971 "
 expect_error nf_dpo "not with --dpo-beta" $gpt $run_args --neftune-alpha 5 --dpo-beta 0.1 \
     --out "$tmp/nf_dpo"
 
+# ---- --lora-dora ------------------------------------------------------------------------------------
+# DoRA starts as the base computes (B 0, the magnitudes the rows' norms): step 1's loss is
+# LoRA's, the next ones are not; the summary says DoRA; --save-peft writes use_dora and the
+# magnitudes; a resume restores it (the 6 losses of the run straight through).
+lora="--lora-rank 4 --lora-targets all-linear"
+# shellcheck disable=SC2086
+run_ok dora_base $gpt $run_args --data "$tmp/tok.bin" --save-hf "$tmp/dora_base" \
+    --out "$tmp/dora_b"
+tuned="--load-hf $tmp/dora_base --batch 2 --seq 16 --sample 0 --cpus 2 --steps 6 --print-loss --data $tmp/tok.bin"
+# shellcheck disable=SC2086
+run_ok dora_lora $tuned $lora --out "$tmp/dora_lora"
+# shellcheck disable=SC2086
+run_ok dora_full $tuned $lora --lora-dora --save-peft "$tmp/dora_peft" --out "$tmp/dora_full"
+# shellcheck disable=SC2086
+run_ok dora_part $tuned $lora --lora-dora --stop-after 3 --out "$tmp/dora_part"
+run_ok dora_part_rest --resume "$tmp/dora_part/checkpoint.safetensors" --print-loss
+if [ "$(head -n 1 "$tmp/dora_full.out")" = "$(head -n 1 "$tmp/dora_lora.out")" ] &&
+   [ "$(sed -n 2p "$tmp/dora_full.out")" != "$(sed -n 2p "$tmp/dora_lora.out")" ] &&
+   grep -q "^fine-tune: DoRA r 4, alpha 8, dropout 0 on all-linear" "$tmp/dora_full.err" &&
+   grep -q '"use_dora": true' "$tmp/dora_peft/adapter_config.json" &&
+   grep -q 'mlp.c_fc.lora_magnitude_vector' "$tmp/dora_peft/adapter_model.safetensors"; then
+    echo "ok: --lora-dora: step 1 LoRA's, step 2 $(sed -n 2p "$tmp/dora_full.out") (LoRA's $(sed -n 2p "$tmp/dora_lora.out")); its PEFT files"
+else
+    fail "--lora-dora: losses $(paste -s -d' ' "$tmp/dora_full.out") / LoRA's $(paste -s -d' ' "$tmp/dora_lora.out"); $(grep '^fine-tune' "$tmp/dora_full.err"); $(grep use_dora "$tmp/dora_peft/adapter_config.json")"
+fi
+cut -d, -f2 "$tmp/dora_full/train.csv" > "$tmp/dora_full.losses"
+cut -d, -f2 "$tmp/dora_part/train.csv" > "$tmp/dora_part.losses"
+if [ "$(wc -l < "$tmp/dora_full.losses")" = 7 ] &&
+   cmp -s "$tmp/dora_full.losses" "$tmp/dora_part.losses" &&
+   grep -q "resumed with its run's .*--lora-dora" "$tmp/dora_part_rest.err"; then
+    echo "ok: --lora-dora resumed after step 3: the 6 losses of the run straight through"
+else
+    fail "--lora-dora resumed: $(paste -s -d' ' "$tmp/dora_full.losses") / $(paste -s -d' ' "$tmp/dora_part.losses"); $(grep '^resumed with' "$tmp/dora_part_rest.err")"
+fi
+# shellcheck disable=SC2086
+expect_error dora_nf4 "DoRA on an NF4 base is not implemented" $gpt $run_args $lora --lora-dora \
+    --quantize nf4 --out "$tmp/dora_nf4"
+
 # ---- --quiet ---------------------------------------------------------------------------------------
 run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \
     --out "$tmp/q1"

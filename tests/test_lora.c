@@ -21,6 +21,7 @@
 #include "models/family.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1176,6 +1177,57 @@ START_TEST(test_dora_dropped)
 }
 END_TEST
 
+/* DoRA's refusals, and nnt_lora_options of 0.3 (without dora) */
+START_TEST(test_dora_refusals)
+{
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, NULL, &l));
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.dora = 2;
+    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_INVAL, "dora 2 is neither 0 nor 1");
+    lo.dora = 1, lo.freeze_base = 3;
+    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_UNSUPPORTED, "DoRA on a base kept in NF4");
+    /* a base frozen in NF4 before (its norms are not read): the model left as it was */
+    int64_t before = 0, after = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &before, NULL));
+    EXPECT_OK(nnt_layer_freeze(l, "*", NNT_FREEZE_NF4, NULL));
+    lo.freeze_base = 0, lo.targets = "q_proj";
+    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_UNSUPPORTED,
+                    "DoRA on a base weight kept in NNT_NF4");
+    EXPECT_OK(nnt_layer_num_params(l, &after, NULL));
+    ck_assert_int_eq(after, before);
+    EXPECT_RC(nnt_model_lora_get(l, &lo), NNT_E_STATE);
+    lo.dora = 0;   /* LoRA on it still */
+    EXPECT_OK(nnt_model_lora_add(l, &lo));
+    nnt_layer_destroy(l);
+    /* the experts' stacks (PEFT's target_parameters take no DoRA) */
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("mixtral", NULL, NULL), B, T, NULL, &l));
+    lo = (nnt_lora_options)NNT_LORA_OPTIONS_INIT;
+    lo.dora = 1, lo.targets = "mlp.experts.down_proj";
+    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_UNSUPPORTED, "DoRA on the experts'");
+    /* 0.3's structure: no dora field, plain LoRA; _get leaves the bytes past it alone */
+    lo = (nnt_lora_options)NNT_LORA_OPTIONS_INIT;
+    lo.size = offsetof(nnt_lora_options, dora);
+    lo.dora = 1;   /* past the caller's structure: not read */
+    lo.targets = "q_proj";
+    EXPECT_OK(nnt_model_lora_add(l, &lo));
+    nnt_lora_options got = NNT_LORA_OPTIONS_INIT;
+    got.size = offsetof(nnt_lora_options, dora);
+    got.dora = 7;
+    EXPECT_OK(nnt_model_lora_get(l, &got));
+    ck_assert_int_eq(got.dora, 7);
+    got.size = sizeof got;
+    EXPECT_OK(nnt_model_lora_get(l, &got));
+    ck_assert_int_eq(got.dora, 0);
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++)
+        ck_assert_msg(!strstr(test_param_at(l, i).name, "magnitude"), "%s",
+                      test_param_at(l, i).name);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 /* ---- the trainer ---------------------------------------------------------------------------- */
 
 static int step_losses(const nnt_trainer_report *rep, void *user)
@@ -1387,6 +1439,10 @@ START_TEST(test_refusals)
          NNT_E_FORMAT},
         {"{\"r\": 2, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\", \"v_proj\"]}",
          "is (4, 32), the model's is (2, 32)", NNT_E_SHAPE},
+        /* use_dora with a LoRA's file: its magnitudes missing */
+        {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\", \"v_proj\"], "
+         "\"use_dora\": true}", "has no tensor base_model.model.model.layers.0.self_attn.q_proj."
+         "lora_magnitude_vector", NNT_E_FORMAT},
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
         fixture_write_adapter(test_tmp_path("bad"), BAD[i].config, src);
@@ -1471,6 +1527,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_dropout_lora);
     tcase_add_loop_test(tc, test_dropout_grad, 0, 4);
     tcase_add_test(tc, test_dora_dropped);
+    tcase_add_test(tc, test_dora_refusals);
     tcase_add_test(tc, test_trainer);
     suite_add_tcase(s, tc);
     return s;

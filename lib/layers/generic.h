@@ -213,7 +213,9 @@ int gl_lora_merge(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *w);
 /* Make lo a DoRA adapter: its magnitudes "<prefix>lora_magnitude_vector" (one part) or
  * "...lora_magnitude_vector.<part>", parameters of l marked adapter (uninitialised). */
 int gl_lora_dora_add(nnt_layer *l, gl_lora *lo);
-/* m_i = ||W_i + s B_i A|| (PEFT's initialisation: at B = 0, the base rows' norms). */
+/* m_i = ||W_i + s B_i A|| (PEFT's initialisation: at B = 0, the base rows' norms); a base
+ * not written yet (initialised or read after the adapters) leaves m without data, and the
+ * first forward or merge computes it then. */
 int gl_lora_dora_init(nnt_layer *l, gl_lora *lo);
 
 /* The modules of a layer an adapter can go on, NULL-terminated (NULL: none): a linear layer

@@ -200,11 +200,20 @@ static int dora_norm2(nnt_layer *l, gl_lora *lo, int i)
     return nnt_tensor_dot_trailing(b, lo->q[i], 1.0, lo->n2[i]);
 }
 
+/* m_i = sqrt(n2_i) = n2_i / sqrt(n2_i) */
+static int dora_magnitude(nnt_layer *l, gl_lora *lo, int i)
+{
+    NNT_TRY(dora_norm2(l, lo, i));
+    return nnt_tensor_rsqrt_mul(lo->n2[i], lo->n2[i], lo->m[i]);
+}
+
 int gl_lora_dora_init(nnt_layer *l, gl_lora *lo)
 {
     for (int i = 0; lo->dora && i < lo->nparts; i++) {
-        NNT_TRY(dora_norm2(l, lo, i));
-        NNT_TRY(nnt_tensor_rsqrt_mul(lo->n2[i], lo->n2[i], lo->m[i]));   /* n2 / sqrt(n2) */
+        if (lo->base[i]->written)
+            NNT_TRY(dora_magnitude(l, lo, i));
+        else   /* a base initialised or read later: at the first forward (or merge) */
+            nnt_tensor_invalidate(lo->m[i]);
     }
     return NNT_OK;
 }
@@ -213,6 +222,8 @@ int gl_lora_dora_init(nnt_layer *l, gl_lora *lo)
  * weight its product read. */
 static int dora_forward(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *y, nnt_tensor *w)
 {
+    if (!lo->m[i]->written)   /* its base was not there at gl_lora_dora_init */
+        NNT_TRY(dora_magnitude(l, lo, i));
     NNT_TRY(dora_norm2(l, lo, i));
     const nnt_tensor *m = lo->m[i];
     NNT_TRY(nnt_layer_ensure(l, &lo->gain[i], NNT_FP32, m->ndim, m->shape, m->tile));
@@ -343,6 +354,8 @@ int gl_lora_merge(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *w)
      * (or quantized again, as PEFT merges into a 4-bit base). DoRA: the norms first, then
      * each row of the sum times m / norm (PEFT's merge). */
     nnt_dtype kept = w->dtype;
+    if (lo->dora && !lo->m[i]->written)
+        NNT_TRY(dora_magnitude(l, lo, i));
     if (lo->dora) {
         NNT_TRY(dora_norm2(l, lo, i));
         const nnt_tensor *m = lo->m[i];

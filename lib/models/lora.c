@@ -396,6 +396,8 @@ static int freeze_base(nnt_layer *tree, int mode, int check, const char *fn,
     return NNT_OK;
 }
 
+static void unload(nnt_layer *l);
+
 /* Adapters on the targets of o (checked) in model, with A initialised from o->seed and B zero;
  * targets that match no module refused before anything changes. head: a classifier's head
  * is trained whole beside them (unfrozen, never frozen by o->freeze_base) and saved with them
@@ -446,6 +448,10 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
         rc = nnt_layer_set_frozen(tree, keep, NNT_UNFREEZE);
     if (rc == 0 && model->vt->reregister)
         rc = model->vt->reregister(model);
+    if (rc && a.attach) {   /* no adapter left behind (a base DoRA cannot read, ...) */
+        unload(tree);
+        nnt_layer_params_changed(tree);
+    }
     if (rc == 0) {
         st->on = 1;
         st->head = head;

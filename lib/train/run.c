@@ -451,6 +451,8 @@ static char *run_members(const run_parts *p)
         add_member(&m, "lora_alpha", NULL, 0, r->lora->alpha);
         add_member(&m, "lora_dropout", NULL, 0, r->lora->dropout);
         add_member(&m, "lora_rslora", NULL, 0, r->lora->rslora != 0);
+        if (r->lora->size > offsetof(nnt_lora_options, dora) && r->lora->dora)
+            add_member(&m, "lora_dora", NULL, 0, 1);
         if (r->lora->targets)
             add_member(&m, "lora_targets", r->lora->targets, 0, 0);
     }

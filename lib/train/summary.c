@@ -59,8 +59,9 @@ static void add_tuning(const nnt_trainer *tr, nnt_text *t)
     char peft[4096];
     member(tr->o.extra_options, "load_peft", peft, sizeof peft);
     if (nnt_model_lora_get(tr->model, &lo) == 0)
-        add(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s%s\n",
-            (long long)lo.rank, lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets,
+        add(t, "fine-tune: %s r %lld, alpha %g%s, dropout %g on %s%s%s%s\n",
+            lo.dora ? "DoRA" : "LoRA", (long long)lo.rank, lo.alpha,
+            lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets,
             nnt_model_lora_head(tr->model) ? ", the classifier's head (" NNT_CLASSIFIER_HEAD
                                              ") trained whole" : "",
             *peft ? " from " : "", peft);
