@@ -191,7 +191,7 @@ partial_freq_over_hd|lib/ops/rope.c|s@rope_table(\&o, rd, use_long, inv);@rope_t
 longrope_switch_early|lib/ops/rope.c|s@int use_long = pos_offset + T > o.original_max_position;@int use_long = pos_offset + T >= o.original_max_position;@|LongRoPE: the long factors one position early
 longrope_no_reprefill|lib/models/generate.c|s@                 n != g->reprefill;@                 1;@|LongRoPE generation: the cache not computed again past the original context
 phi3_original_ignored|lib/models/phi3.c|s@nnt_cfg_rope_ex(o, 10000.0, c->max_seq, original, 1,@nnt_cfg_rope_ex(o, 10000.0, c->max_seq, 0, 1,@|Phi-3: the original context of the rope object kept over the one of Phi3Config
-fused_lora_up_as_gate|lib/layers/composite.c|s@    return gl_lora_part(m->lora, 1, m->u, 1.0);@    return gl_lora_part(m->lora, 0, m->u, 1.0);@|fused gate_up_proj LoRA: the up rows given the B of the gate part
+fused_lora_up_as_gate|lib/layers/composite.c|s@    return gl_lora_part(l, m->lora, 1, m->u, 1.0, gl_linear_operand(l->children\[UP\]));@    return gl_lora_part(l, m->lora, 0, m->u, 1.0, gl_linear_operand(l->children[UP]));@|fused gate_up_proj LoRA: the up rows given the B of the gate part
 llama_names_off|lib/models/transformer.c|s@ao.llama_names = f->rope @ao.llama_names = 0 \&\& f->rope @|a block without rope and with all biases named as GPT-2 (q.weight)
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5)$@? 1.0 / sqrt((double)head_dim_of(c))@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
@@ -211,7 +211,7 @@ resume_base_source|lib/train/run.c|s@"frozen", 0) > 0)@"frozen", 0) < 0)@|nnt_tr
 open_error_status|examples/nnt_train.c|s@(!strncmp(m, "resume:", 7) \&\& rc != NNT_E_IO) ? 2 : 1;@0 ? 2 : 1;@|nnt-train: a checkpoint of another model (resume) exits 1, not 2 (bad usage)
 lora_rslora_scale|lib/models/lora.c|s@a->rslora ? alpha / sqrt(r) : alpha / r@a->rslora ? alpha / r : alpha / r@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
 lora_cattn_part|lib/layers/attention.c|s@\*part = one ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2 (qkv_proj of Phi-3): q, k and v all take the q third of B
-lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it
+lora_dx_overwrite|lib/layers/lora.c|s@NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0));@NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0));@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it
 lora_merge_unscaled|lib/layers/lora.c|s@lo->scale, lo->b\[i\], lo->a, 1.0, w, 1, 0));@1.0, lo->b[i], lo->a, 1.0, w, 1, 0));@|LoRA merge: W += B A without the scale
 lora_base_trained|lib/models/lora.c|s@        if (p->adapter .. p->frozen)$@        if (!p->adapter \&\& !p->frozen)@|LoRA: the adapters frozen instead of the base, whose gradients are then computed
 freeze_pattern_inverted|lib/layers/layer.c|s@if (fnmatch(pattern, tree->listed_names\[i\], 0) != 0 \&\&@if (fnmatch(pattern, tree->listed_names[i], 0) == 0 \&\&@|nnt_layer_freeze: the parameters that do not match frozen, the gradients of the matching ones computed
@@ -524,6 +524,16 @@ gen_top_p_dropped|examples/nnt_generate.c|s@    s.top_p = o->top_p;@    s.top_p 
 train_qk_norm_dropped|examples/nnt_train.c|s@    if (o->qk_norm) c.qk_norm = 1;@    if (0) c.qk_norm = 1;@|nnt-train --qk-norm: the fresh model made without q/k norms
 hf_sampling_top_p_as_k|lib/models/config_json.c|s@        s->temperature = temperature, s->top_k = top_k, s->top_p = top_p;@        s->temperature = temperature, s->top_k = top_k, s->top_p = s->top_p;@|nnt_model_hf_sampling: the file top_p not written
 gen_config_over_given|examples/nnt_generate.c|s@    if ((found \& NNT_HF_SAMPLING_TOP_K) \&\& !was_given("top-k")) {@    if (found \& NNT_HF_SAMPLING_TOP_K) {@|nnt-generate --generation-config auto: the file top_k over the one given on the command line
+dora_no_cross_term|lib/layers/lora.c|s@    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 2.0 \* s, w, lo->a, 0.0, lo->q\[i\],@    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 0.0 * s, w, lo->a, 0.0, lo->q[i],@|DoRA: the norm without its 2 s W A^T term
+dora_no_square_term|lib/layers/lora.c|s@    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, s \* s, b, lo->aat, 1.0, lo->q\[i\], 1, 0));@    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, s, b, lo->aat, 1.0, lo->q[i], 1, 0));@|DoRA: the norm with s B A A^T B^T for s^2
+dora_magnitude_squared|lib/layers/lora.c|s@    return nnt_tensor_rsqrt_mul(lo->n2\[i\], lo->n2\[i\], lo->m\[i\]);@    return nnt_tensor_copy(lo->n2[i], lo->m[i]);@|DoRA: the magnitudes start at the squared norms
+dora_bias_scaled|lib/layers/lora.c|s@            NNT_TRY(nnt_tensor_add_broadcast(lo->nbias\[i\], lo->t\[i\]));@            (void)0;@|DoRA: the bias scaled with the rest (t = y, not y - b)
+dora_gain_whole|lib/layers/lora.c|s@    return nnt_tensor_mul_broadcast(lo->t\[i\], lo->gain\[i\], -1.0, 0, 1.0, y);@    return nnt_tensor_mul_broadcast(lo->t[i], lo->gain[i], 0.0, 0, 1.0, y);@|DoRA: y += g t for (g - 1) t
+dora_dm_no_norm|lib/layers/lora.c|s@        NNT_TRY(nnt_tensor_dot_leading(g, lo->t\[i\], lo->rinv\[i\], nnt_layer_grad_beta(l, dm),@        NNT_TRY(nnt_tensor_dot_leading(g, lo->t[i], NULL, nnt_layer_grad_beta(l, dm),@|DoRA: the magnitudes gradient not divided by the norm
+dora_dropped_no_hw|lib/layers/lora.c|s@            NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->h\[i\], lo->wop\[i\], 1.0, dx,@            NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 0.0, lo->h[i], lo->wop[i], 1.0, dx,@|DoRA with dropout: the input gradient without (g - 1) G W
+dora_dropped_no_dw|lib/layers/lora.c|s@                NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, lo->h\[i\], lo->x,@                NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 0.0, lo->h[i], lo->x,@|DoRA with dropout: a trainable base weight without its (g - 1) G^T x term
+dora_merge_no_gain|lib/layers/lora.c|s@        NNT_TRY(nnt_tensor_mul_broadcast(w, lo->gain\[i\], 0.0, 1, 0.0, w));@        (void)0;@|DoRA merge: the rows not rescaled
+dora_peft_no_magnitude|lib/models/lora.c|s@    return lo->dora ? p->fn(\&mag, p->arg) : NNT_OK;@    return NNT_OK;@|PEFT files: DoRA magnitudes neither written nor read
 tokenize_pad_id_ignored|examples/nnt_tokenize.c|s@                    o->unpaired, o->pad_id};@                    o->unpaired, -1};@|nnt-tokenize --pad-id: the rows padded with the tokenizer pad
 '
 

@@ -726,6 +726,75 @@ START_TEST(test_add_bcast_sum_outer)
 }
 END_TEST
 
+/* DoRA's per-feature kernels against double references: mul_bcast per column and per row
+ * (in place too), dot_cols with a factor, dot_rows in float and bf16, rsqrt_mul */
+START_TEST(test_feature_products)
+{
+    rng_seed(6);
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t outer = SIZES[si], inner = SIZES[(si + 2) % NSIZES] * 3, n = outer * inner;
+        float *x = rand_f(n, -1, 1), *y = rand_f(n, -1, 1), *h = rand_f(inner, 0.5, 2);
+        float *hr = rand_f(outer, 0.5, 2), *z0 = rand_f(n, -1, 1), *z = dup_f(n, z0);
+        float *acc0 = rand_f(inner, -1, 1), *acc = dup_f(inner, acc0);
+        float *racc0 = rand_f(outer, -1, 1), *racc = dup_f(outer, racc0);
+        double *ref = alloc_d(n);
+        /* z += x (h - 1): one product, one add (exact in double, rounded once each) */
+        nnt_cpu_mul_bcast_f32(outer, inner, x, h, -1.0f, 0, 1, z);
+        for (int64_t k = 0; k < n; k++)
+            ref[k] = (float)(z0[k] + (double)(float)(x[k] * (h[k % inner] - 1.0f)));
+        expect_close("mul_bcast", n, z, ref, 0.0, 0.0);
+        float *w = dup_f(n, x);   /* in place, per row: w = x hr */
+        nnt_cpu_mul_bcast_f32(outer, inner, w, hr, 0.0f, 1, 0, w);
+        for (int64_t k = 0; k < n; k++)
+            ref[k] = (float)((double)x[k] * hr[k / inner]);
+        expect_close("mul_bcast by row", n, w, ref, 0.0, 0.0);
+        /* acc += h sum_o x y */
+        nnt_cpu_dot_cols_f32(outer, inner, x, y, h, acc);
+        for (int64_t i = 0; i < inner; i++) {
+            double sum = 0.0;
+            for (int64_t o = 0; o < outer; o++)
+                sum += (double)x[o * inner + i] * y[o * inner + i];
+            ref[i] = acc0[i] + h[i] * sum;
+        }
+        expect_close("dot_cols", inner, acc, ref, TOL_SUM_OUTER, 0.1);
+        /* acc += sum_i x y per row, float and bf16 (the values rounded to bf16 first) */
+        nnt_cpu_dot_rows_f32(outer, inner, x, y, racc);
+        for (int64_t o = 0; o < outer; o++) {
+            double sum = 0.0;
+            for (int64_t i = 0; i < inner; i++)
+                sum += (double)x[o * inner + i] * y[o * inner + i];
+            ref[o] = racc0[o] + sum;
+        }
+        expect_close("dot_rows", outer, racc, ref, TOL_SUM_OUTER, 0.1);
+        uint16_t *xb = malloc((size_t)n * sizeof *xb), *yb = malloc((size_t)n * sizeof *yb);
+        nnt_cpu_f32_to_bf16(n, x, xb);
+        nnt_cpu_f32_to_bf16(n, y, yb);
+        memcpy(racc, racc0, (size_t)outer * sizeof *racc);
+        nnt_cpu_dot_rows_bf16(outer, inner, xb, yb, racc);
+        for (int64_t o = 0; o < outer; o++) {
+            double sum = 0.0;
+            for (int64_t i = 0; i < inner; i++)
+                sum += (double)nnt_cpu_bf16_value(xb[o * inner + i]) *
+                       nnt_cpu_bf16_value(yb[o * inner + i]);
+            ref[o] = racc0[o] + sum;
+        }
+        expect_close("dot_rows bf16", outer, racc, ref, TOL_SUM_OUTER, 0.1);
+        /* out = m / sqrt(n2), and 1 / sqrt(n2) */
+        float *n2 = rand_f(inner, 0.1, 9), *out = alloc_f(inner);
+        nnt_cpu_rsqrt_mul_f32(inner, h, n2, out);
+        for (int64_t i = 0; i < inner; i++)
+            ref[i] = h[i] / sqrt((double)n2[i]);
+        expect_close("rsqrt_mul", inner, out, ref, 6e-8, 0.0);   /* one rounding: 6e-8 */
+        nnt_cpu_rsqrt_mul_f32(inner, NULL, n2, out);
+        for (int64_t i = 0; i < inner; i++)
+            ref[i] = 1.0 / sqrt((double)n2[i]);
+        expect_close("rsqrt_mul without m", inner, out, ref, 6e-8, 0.0);
+        free(x), free(y), free(h), free(hr), free(z0), free(z), free(acc0), free(acc);
+        free(racc0), free(racc), free(ref), free(w), free(xb), free(yb), free(n2), free(out);
+    }
+}
+END_TEST
+
 START_TEST(test_sumsq)
 {
     rng_seed(5);
@@ -3811,6 +3880,7 @@ static Suite *cpu_suite(void)
         {"gelu_erf", test_gelu_erf},             {"bias_gelu_erf", test_bias_gelu_erf},
         {"swiglu_clamp", test_swiglu_clamp},
         {"sumsq", test_sumsq},                   {"copy_box", test_copy_box},
+        {"feature_products", test_feature_products},
         {"gemm", test_gemm},                     {"gemv_bf16", test_gemv_bf16},
         {"layernorm_ref", test_layernorm_ref_fd},
         {"layernorm", test_layernorm},

@@ -12,6 +12,7 @@
  *   bit-exact: fill (f32, i32, u16), scale, add_bcast, copy_box, embedding gather /
  *              scatter-add, bias add of bias_gelu (pre), fill_random (uniform,
  *              normal and dropout; see test_fill_random)
+ *   1e-6:      DoRA's per-feature products (not yet run on a GPU)
  *   1e-6:      axpby, axpbyz, sum_outer, sumsq, optimizer steps (same operations; all measured
  *              bit-identical, a difference can only come from a CPU build that contracts
  *              multiply-adds into FMAs)
@@ -404,6 +405,60 @@ START_TEST(test_gelu_erf_special)
     dfree(dx);
     dfree(done);
     dfree(dz);
+}
+END_TEST
+
+/* DoRA's per-feature kernels against the CPU's (not yet run on a GPU): mul_bcast per column
+ * and per row in place, dot_cols with a factor, dot_rows in float and bf16, rsqrt_mul;
+ * the sums in double on both sides, in other orders */
+START_TEST(test_feature_products)
+{
+    for (int a = 0; a < NSIZES; a++) {
+        int64_t outer = SIZES[a], inner = SIZES[(a + 1) % NSIZES] + 5, n = outer * inner;
+        rng_seed(900 + a);
+        float *x = rand_f(n, -1.0f, 1.0f), *y = rand_f(n, -1.0f, 1.0f);
+        float *h = rand_f(inner, 0.5f, 2.0f), *hr = rand_f(outer, 0.5f, 2.0f);
+        float *z = rand_f(n, -1.0f, 1.0f), *acc = rand_f(inner, -1.0f, 1.0f);
+        float *racc = rand_f(outer, -1.0f, 1.0f), *n2 = rand_f(inner, 0.1f, 9.0f);
+        float *dx = dup_d(x, n), *dy = dup_d(y, n), *dh = dup_d(h, inner), *dhr = dup_d(hr, outer);
+        float *dz = dup_d(z, n), *dacc = dup_d(acc, inner), *dracc = dup_d(racc, outer);
+        float *dn2 = dup_d(n2, inner), *dout = dalloc((size_t)inner * 4), *got;
+        NNT_OK(nnt_cuda_mul_bcast_f32(outer, inner, dx, dh, -1.0f, 0, 1, dz, g_stream));
+        nnt_cpu_mul_bcast_f32(outer, inner, x, h, -1.0f, 0, 1, z);
+        check_close("mul_bcast", got = fetch(dz, n), z, n, 1e-6, 1e-6);
+        free(got);
+        NNT_OK(nnt_cuda_mul_bcast_f32(outer, inner, dx, dhr, 0.0f, 1, 0, dx, g_stream));
+        nnt_cpu_mul_bcast_f32(outer, inner, x, hr, 0.0f, 1, 0, x);
+        check_close("mul_bcast by row", got = fetch(dx, n), x, n, 1e-6, 1e-6);
+        free(got);
+        NNT_OK(nnt_cuda_dot_cols_f32(outer, inner, dx, dy, dh, dacc, g_stream));
+        nnt_cpu_dot_cols_f32(outer, inner, x, y, h, acc);
+        check_close("dot_cols", got = fetch(dacc, inner), acc, inner, 1e-6, 1e-6);
+        free(got);
+        NNT_OK(nnt_cuda_dot_rows(0, outer, inner, dx, dy, dracc, g_stream));
+        nnt_cpu_dot_rows_f32(outer, inner, x, y, racc);
+        check_close("dot_rows", got = fetch(dracc, outer), racc, outer, 1e-6, 1e-6);
+        free(got);
+        uint16_t *xb = xmalloc((size_t)n * 2), *yb = xmalloc((size_t)n * 2);
+        nnt_cpu_f32_to_bf16(n, x, xb);
+        nnt_cpu_f32_to_bf16(n, y, yb);
+        void *dxb = dalloc((size_t)n * 2), *dyb = dalloc((size_t)n * 2);
+        upload(dxb, xb, (size_t)n * 2);
+        upload(dyb, yb, (size_t)n * 2);
+        NNT_OK(nnt_cuda_dot_rows(1, outer, inner, dxb, dyb, dracc, g_stream));
+        nnt_cpu_dot_rows_bf16(outer, inner, xb, yb, racc);
+        check_close("dot_rows bf16", got = fetch(dracc, outer), racc, outer, 1e-6, 1e-6);
+        free(got);
+        NNT_OK(nnt_cuda_rsqrt_mul_f32(inner, dh, dn2, dout, g_stream));
+        float *out = xmalloc((size_t)inner * 4);
+        nnt_cpu_rsqrt_mul_f32(inner, h, n2, out);
+        check_close("rsqrt_mul", got = fetch(dout, inner), out, inner, 1e-6, 0.0);
+        free(got);
+        free(x), free(y), free(h), free(hr), free(z), free(acc), free(racc), free(n2);
+        free(xb), free(yb), free(out);
+        dfree(dx), dfree(dy), dfree(dh), dfree(dhr), dfree(dz), dfree(dacc), dfree(dracc);
+        dfree(dn2), dfree(dout), dfree(dxb), dfree(dyb);
+    }
 }
 END_TEST
 
@@ -2573,6 +2628,7 @@ static Suite *cuda_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_bcast_and_bias_gelu);
+    tcase_add_test(tc, test_feature_products);
     tcase_add_test(tc, test_gelu_erf_special);
     tcase_add_test(tc, test_copy_box);
     tcase_add_test(tc, test_gemm);
