@@ -351,6 +351,21 @@ if [ "$(wc -l < "$tmp/dora_full.losses")" = 7 ] &&
 else
     fail "--lora-dora resumed: $(paste -s -d' ' "$tmp/dora_full.losses") / $(paste -s -d' ' "$tmp/dora_part.losses"); $(grep '^resumed with' "$tmp/dora_part_rest.err")"
 fi
+# generation with PEFT's DoRA adapter (the cached forwards keep the first one's gains) is
+# PEFT's merged model's, and not the base's
+lt="$top_srcdir/tests/fixtures/lora_tiny"
+gen_ids() {
+    "$top_builddir/nnt-generate" "$@" --prompt-ids "5 9 13 20 17 3" --temperature 0 \
+        --max-new-tokens 40 2>/dev/null | tail -n 1
+}
+g_dora=$(gen_ids --load-hf "$lt/llama" --adapter "$lt/llama_dora/trained")
+g_merged=$(gen_ids --load-hf "$lt/llama_dora/merged")
+g_base=$(gen_ids --load-hf "$lt/llama")
+if [ -n "$g_dora" ] && [ "$g_dora" = "$g_merged" ] && [ "$g_dora" != "$g_base" ]; then
+    echo "ok: nnt-generate --adapter (DoRA): PEFT's merged model's tokens ($g_dora)"
+else
+    fail "nnt-generate --adapter (DoRA): '$g_dora', merged '$g_merged', base '$g_base'"
+fi
 # shellcheck disable=SC2086
 expect_error dora_nf4 "DoRA on an NF4 base is not implemented" $gpt $run_args $lora --lora-dora \
     --quantize nf4 --out "$tmp/dora_nf4"

@@ -1006,6 +1006,27 @@ START_TEST(test_dropout_lora)
 }
 END_TEST
 
+/* Every B random in +-0.3, every DoRA magnitude within 30 % of its start (the rows'
+ * norms), from fixed seeds. */
+static void move_adapters(nnt_layer *l)
+{
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        int64_t n = 0;
+        EXPECT_OK(nnt_tensor_numel(p.value, &n));
+        if (!strstr(p.name, "lora_B") && !strstr(p.name, "lora_magnitude"))
+            continue;
+        float *v = test_random_f32(n, (unsigned long long)i + 1, -0.3, 0.3);
+        float *m = strstr(p.name, "lora_B") ? NULL : test_to_host(p.value, NULL);
+        for (int64_t k = 0; m && k < n; k++)
+            v[k] = m[k] * (1.0f + v[k]);
+        EXPECT_OK(nnt_tensor_copy_from_host(p.value, v, (size_t)n * sizeof *v));
+        free(v), free(m);
+    }
+}
+
 /* The gradient with dropout 0.5 against central differences of the loss (the same masks: a
  * forward without a backward keeps them), in a random direction of one parameter:
  *   0 LoRA: layer 0's q_proj A, which layer 1's adapters reach through the input gradients
@@ -1053,18 +1074,9 @@ START_TEST(test_dropout_grad)
     int64_t count = 0;
     nnt_tensor *a = NULL, *ga = NULL;
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
-    for (int64_t i = 0; i < count; i++) {   /* B (and m) moved, so that the adapters act */
+    move_adapters(l);   /* so that the adapters act */
+    for (int64_t i = 0; i < count; i++) {
         nnt_param_info p = test_param_at(l, i);
-        int64_t n = 0;
-        EXPECT_OK(nnt_tensor_numel(p.value, &n));
-        if (strstr(p.name, "lora_B") || strstr(p.name, "lora_magnitude")) {
-            float *v = test_random_f32(n, (unsigned long long)i + 1, -0.3, 0.3);
-            float *m = strstr(p.name, "lora_B") ? NULL : test_to_host(p.value, NULL);
-            for (int64_t k = 0; m && k < n; k++)   /* m within 30 % of the rows' norms */
-                v[k] = m[k] * (1.0f + v[k]);
-            EXPECT_OK(nnt_tensor_copy_from_host(p.value, v, (size_t)n * sizeof *v));
-            free(v), free(m);
-        }
         if (strcmp(p.name, DROP_GRADS[_i].param) == 0)
             a = p.value, ga = p.grad;
     }
@@ -1122,19 +1134,7 @@ static float *dora_grads(double dropout, int64_t *total)
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     int64_t count = 0, n = 0;
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
-    for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = test_param_at(l, i);
-        int64_t k = 0;
-        EXPECT_OK(nnt_tensor_numel(p.value, &k));
-        if (strstr(p.name, "lora_B") || strstr(p.name, "lora_magnitude")) {
-            float *v = test_random_f32(k, (unsigned long long)i + 1, -0.3, 0.3);
-            float *m = strstr(p.name, "lora_B") ? NULL : test_to_host(p.value, NULL);
-            for (int64_t j = 0; m && j < k; j++)
-                v[j] = m[j] * (1.0f + v[j]);
-            EXPECT_OK(nnt_tensor_copy_from_host(p.value, v, (size_t)k * sizeof *v));
-            free(v), free(m);
-        }
-    }
+    move_adapters(l);
     nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[1].tok);
     nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[1].tok);
     EXPECT_OK(nnt_layer_set_targets(l, y));

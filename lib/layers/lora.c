@@ -224,12 +224,15 @@ static int dora_forward(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *y, nnt_ten
 {
     if (!lo->m[i]->written)   /* its base was not there at gl_lora_dora_init */
         NNT_TRY(dora_magnitude(l, lo, i));
-    NNT_TRY(dora_norm2(l, lo, i));
-    const nnt_tensor *m = lo->m[i];
-    NNT_TRY(nnt_layer_ensure(l, &lo->gain[i], NNT_FP32, m->ndim, m->shape, m->tile));
-    NNT_TRY(nnt_layer_ensure(l, &lo->rinv[i], NNT_FP32, m->ndim, m->shape, m->tile));
-    NNT_TRY(nnt_tensor_rsqrt_mul(lo->m[i], lo->n2[i], lo->gain[i]));
-    NNT_TRY(nnt_tensor_rsqrt_mul(NULL, lo->n2[i], lo->rinv[i]));
+    /* generation after its first forward (weights_fixed): the gains of that forward */
+    if (!(l->ctx->weights_fixed && lo->gain[i] && lo->gain[i]->written)) {
+        NNT_TRY(dora_norm2(l, lo, i));
+        const nnt_tensor *m = lo->m[i];
+        NNT_TRY(nnt_layer_ensure(l, &lo->gain[i], NNT_FP32, m->ndim, m->shape, m->tile));
+        NNT_TRY(nnt_layer_ensure(l, &lo->rinv[i], NNT_FP32, m->ndim, m->shape, m->tile));
+        NNT_TRY(nnt_tensor_rsqrt_mul(lo->m[i], lo->n2[i], lo->gain[i]));
+        NNT_TRY(nnt_tensor_rsqrt_mul(NULL, lo->n2[i], lo->rinv[i]));
+    }
     NNT_TRY(nnt_layer_ensure(l, &lo->t[i], NNT_FP32, y->ndim, y->shape, y->tile));
     lo->wop[i] = w;
     if (lo->dropped) {   /* t = x' W^T + s u B^T */
