@@ -13,7 +13,7 @@ for --quantize nf4), and a built nnt-train.
 
     python bench/lora_peft.py --build-dir BUILD [--shape smollm2-135m|qwen3-0.6b]
         [--precision fp32|bf16] [--quantize none|nf4] [--threads 2] [--batch 4] [--seq 256]
-        [--rank 16] [--alpha 32] [--targets all-linear] [--steps 3] [--rounds 2]
+        [--rank 16] [--alpha 32] [--targets all-linear] [--steps 3] [--rounds 2] [--dora]
 
 Both sides: random weights of the shape's sizes (SmolLM2-135M: vocab 49152, hidden 576,
 intermediate 1536, 30 layers, 9 heads, 3 key/value heads, tied embeddings; Qwen3-0.6B:
@@ -125,6 +125,8 @@ def run_nnt(a, data, out):
         cmd += ["--precision", "bf16"]
     if a.quantize != "none":
         cmd += ["--quantize", a.quantize]
+    if a.dora:
+        cmd += ["--lora-dora"]
     p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit("nnt-train failed: " + p.stderr[-2000:])
@@ -213,7 +215,8 @@ def torch_worker(a):
         model = random_model(a)
     model = get_peft_model(model, LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=0.0,
                                              target_modules=a.targets if a.targets == "all-linear"
-                                             else a.targets.split(","), task_type="CAUSAL_LM"))
+                                             else a.targets.split(","), task_type="CAUSAL_LM",
+                                             use_dora=a.dora))
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
                             weight_decay=0.0)
@@ -256,6 +259,8 @@ def run_torch(a, model_dir=None):
            "--steps", str(a.steps)]
     if a.quantize != "none":
         cmd += ["--quantize", a.quantize, "--model-dir", model_dir]
+    if a.dora:
+        cmd += ["--dora"]
     p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit("PyTorch worker failed: " + p.stderr[-2000:])
@@ -284,6 +289,8 @@ def main():
     ap.add_argument("--targets", default="all-linear")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--dora", action="store_true", help="DoRA on both sides (nnt-train "
+                    "--lora-dora, PEFT's use_dora)")
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--save-model", help=argparse.SUPPRESS)   # helper: DIR
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)    # worker, --quantize nf4: DIR
@@ -334,7 +341,7 @@ def main():
                  f"{bnb_config_text(a)} (bitsandbytes {bnb_version}; lm_head and embeddings "
                  f"unquantized, no prepare_model_for_kbit_training);")
     print(f"\nCPU: {cpu_model()}, {a.threads} threads; {a.shape} shape, {a.precision},{quant} "
-          f"B {a.batch}, T {a.seq}, LoRA r {a.rank} alpha {a.alpha:g} on {a.targets}; one "
+          f"B {a.batch}, T {a.seq}, {'DoRA' if a.dora else 'LoRA'} r {a.rank} alpha {a.alpha:g} on {a.targets}; one "
           f"warm-up step and {a.steps} timed steps a run, {a.rounds} rounds nnt, PyTorch, "
           f"nnt, ... (medians of the runs' means)\n")
     print("| side | ms / step | tokens / s | peak RSS MiB (time -v) | runs: mean ms, steps ms, "

@@ -533,3 +533,21 @@ void nnt_cpu_nf4_rows(int64_t m, int64_t n, int64_t k, float alpha, const float 
         }
     }
 }
+
+/* acc[o] += sum_i w[o, i]^2 over the rows (outer, inner) of an NF4 tile (codes, absmax):
+ * each w the float product table[q] * absmax of the dequantization, squared and summed in
+ * double (DoRA's norms of an NF4 base). */
+void nnt_cpu_nf4_sumsq_rows(int64_t outer, int64_t inner, const uint8_t *codes,
+                            const float *absmax, float *acc)
+{
+    for (int64_t o = 0; o < outer; o++) {
+        double s = 0.0;
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t k = o * inner + i;
+            unsigned q = k % 2 ? codes[k / 2] & 15u : codes[k / 2] >> 4;
+            float w = nf4_table[q] * absmax[k / NNT_NF4_BLOCK];
+            s += (double)w * w;
+        }
+        acc[o] = (float)((double)acc[o] + s);
+    }
+}

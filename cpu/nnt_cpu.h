@@ -331,6 +331,11 @@ void nnt_cpu_nf4_quantize(int64_t n, const void *x, int x_bf16, uint8_t *codes, 
  * bf16 as nnt_cpu_f32_to_bf16 rounds: bitsandbytes' dequantize_4bit bit for bit.          */
 void nnt_cpu_nf4_dequantize(int64_t n, const uint8_t *codes, const float *absmax, void *y,
                             int y_bf16);
+/* acc[o] += sum_i w[o, i]^2, w the float dequantization of the NF4 rows (outer, inner)
+ * (codes and absmax of their outer * inner elements, a multiple of NNT_NF4_BLOCK), the
+ * squares summed in double                                                             += */
+void nnt_cpu_nf4_sumsq_rows(int64_t outer, int64_t inner, const uint8_t *codes,
+                            const float *absmax, float *acc);
 /* Products with an NF4 B, a few rows at a time (generation's decode steps; cpu/nf4.c):
  * y (m, n) = alpha x (m, k) B^T + beta y, x's rows dense, y's rows n apart, B an NNT_NF4
  * tile of (n, k) values (n k / 2 bytes of codes, then n k / 64 absmax). B is dequantized a

@@ -568,9 +568,6 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--load-peft takes the adapters' settings from its "
                                  "adapter_config.json: no --lora-rank, --lora-alpha, "
                                  "--lora-dropout, --lora-dora or --lora-targets with it");
-    if (o->quantize && o->lora_dora)
-        return train_usage_error("--lora-dora with --quantize nf4: DoRA on an NF4 base is not "
-                                 "implemented");
     if (o->quantize && !adapters && !(r->freeze && *r->freeze))
         return train_usage_error("--quantize nf4 keeps frozen matrices in NF4: give --lora-*, "
                                  "--load-peft or --freeze");

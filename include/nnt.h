@@ -1665,8 +1665,8 @@ typedef struct nnt_lora_options {
                                      row by row (+ bias), the norm a constant of the backward;
                                      m starts at the rows' norms of W (the module computes
                                      what it did). Parameters "<module>.lora_magnitude_vector"
-                                     (out) (GPT-2's c_attn: ".q", ".k", ".v" parts). Not on
-                                     MoE experts' stacks nor on an NF4 base                  */
+                                     (out) (GPT-2's c_attn: ".q", ".k", ".v" parts); on an
+                                     NF4 base too (QDoRA). Not on MoE experts' stacks        */
 } nnt_lora_options;
 
 #define NNT_LORA_OPTIONS_INIT { sizeof(nnt_lora_options), 8, 8.0, 0, 0.0, NULL, 0, 1, 0 }

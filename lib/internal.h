@@ -587,7 +587,7 @@ int nnt_tensor_sum_into(nnt_tensor *a, nnt_tensor *b, nnt_tensor *sum);
  * by_row of its leading dims (x (n..., k...)).
  * mul_broadcast: z = x (h + c) (beta 0) or z += x (h + c) (beta 1); z x's layout, or x.
  * dot_trailing:  acc (m...) = beta acc + sums of x y over the trailing dims (x, y FP32 or
- *                BF16, the same layout).
+ *                BF16, the same layout; or x == y NF4: the squares of its dequantization).
  * dot_leading:   acc (n...) = beta acc + (h, or 1 when NULL) times the sums of x y over the
  *                leading dims (h acc's layout).
  * rsqrt_mul:     out = (m, or 1 when NULL) / sqrt(n2), all one layout. */
@@ -623,6 +623,8 @@ int nnt_insert_dot_cols(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle
                         starpu_data_handle_t h, starpu_data_handle_t acc, int first, float beta);
 int nnt_insert_dot_rows(nnt_ctx *ctx, int bf16, starpu_data_handle_t x, starpu_data_handle_t y,
                         starpu_data_handle_t acc, int first, float beta);
+int nnt_insert_dot_rows_nf4(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t acc,
+                            int first, float beta);
 int nnt_insert_rsqrt_mul(nnt_ctx *ctx, starpu_data_handle_t m, starpu_data_handle_t n2,
                          starpu_data_handle_t out);
 /* lib/ops/reduce.c, the two halves of nnt_tensors_sumsq: submit the sum of squares of each

@@ -366,9 +366,16 @@ if [ -n "$g_dora" ] && [ "$g_dora" = "$g_merged" ] && [ "$g_dora" != "$g_base" ]
 else
     fail "nnt-generate --adapter (DoRA): '$g_dora', merged '$g_merged', base '$g_base'"
 fi
+# QDoRA: the base's matrices in NF4 (the norms of their dequantization): another run than
+# DoRA's on the float base, the summary says both
 # shellcheck disable=SC2086
-expect_error dora_nf4 "DoRA on an NF4 base is not implemented" $gpt $run_args $lora --lora-dora \
-    --quantize nf4 --out "$tmp/dora_nf4"
+run_ok dora_nf4 $tuned $lora --lora-dora --quantize nf4 --out "$tmp/dora_nf4"
+if [ "$(sed -n 2p "$tmp/dora_nf4.out")" != "$(sed -n 2p "$tmp/dora_full.out")" ] &&
+   grep -q "^fine-tune: DoRA r 4" "$tmp/dora_nf4.err" && grep -q "in NF4" "$tmp/dora_nf4.err"; then
+    echo "ok: --lora-dora --quantize nf4: $(sed -n 2p "$tmp/dora_nf4.out")"
+else
+    fail "--lora-dora --quantize nf4: $(paste -s -d' ' "$tmp/dora_nf4.out"); $(grep -E '^(fine-tune|trained)' "$tmp/dora_nf4.err")"
+fi
 
 # ---- --quiet ---------------------------------------------------------------------------------------
 run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \

@@ -11,7 +11,7 @@ itself with it, so that PEFT's target_modules list, built from a set, has a fixe
 
     /tmp/venv-torch/bin/python tests/gen_nf4_fixtures.py [--out tests/fixtures/nf4]
 
-Versions used: torch 2.15, transformers 5.24, peft 0.21.2, bitsandbytes 0.50.2 (CPU
+Versions used: torch 2.15, transformers 5.25, peft 0.21.2, bitsandbytes 0.50.2 (CPU
 backend), x86_64 with AVX-512. Runtime about 12 s. Two runs give byte-identical files
 (SHA256SUMS).
 
@@ -167,6 +167,13 @@ qlora.reference.safetensors  (B 2, T 16)
       PEFT's README.md removed) before and after training; keys
       base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight (r, in) and
       .lora_B.weight (out, r), fp32; B is zero in init/
+
+qdora.reference.safetensors, qdora/init/, qdora/trained/   the same with DoRA: LoraConfig
+  use_dora=True (torch.manual_seed(301)), the adapters' files also holding
+  .lora_magnitude_vector (out) of each projection (PEFT starts them at the rows' norms of
+  the dequantized weights); tokens, targets, train_tokens, train_targets as qlora's;
+  losses, logits, merged_logits (merge_and_unload into the 4-bit base: dequantized, the
+  rows rescaled, quantized again)
 
 greedy.txt   "prompt" the first 5 ids of tokens[0] (comma-separated), "nf4" the 24 ids
   generate(do_sample=False) continues them with (llama/ loaded as NF4, fp32 compute, bnb's
@@ -694,10 +701,42 @@ def models(out):
     print(f"qlora merged into the 4-bit base: max abs diff from logits "
           f"{maxdiff(ref['merged_logits'], ref['logits']):.4g}")
     save_file(ref, os.path.join(out, "qlora.reference.safetensors"))
+    qdora_case(out, base_dir, bnb_dir, ref, tt, tg)
     check_checkpoint(bnb_dir, False)
     check_checkpoint(dq_dir, True)
     for d in (bnb_dir, dq_dir):
         print(f"{os.path.basename(d)}/ model.safetensors, one projection:\n{describe(d)}")
+
+
+def qdora_case(out, base_dir, bnb_dir, qref, tt, tg):
+    """QDoRA: PEFT's DoRA (use_dora) on the same 4-bit base, trained as the QLoRA case."""
+    qm = load_nf4(base_dir)
+    qm.name_or_path = None
+    torch.manual_seed(301)
+    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules="all-linear",
+                     bias="none", task_type="CAUSAL_LM", use_dora=True)
+    peft = get_peft_model(qm, cfg)
+    peft.eval()
+    save(peft, os.path.join(out, "qdora", "init"))
+    params = [p for p in peft.parameters() if p.requires_grad]
+    assert len(params) == 42 and all(p.dtype == torch.float32 for p in params)
+    ref = {k: qref[k] for k in ("tokens", "targets", "train_tokens", "train_targets")}
+    ref["losses"] = train(peft, params, tt, tg)
+    save(peft, os.path.join(out, "qdora", "trained"))
+    ref["logits"] = logits_of(peft, ref["tokens"])
+    print("qdora losses", [round(x, 5) for x in ref["losses"].tolist()])
+    again = PeftModel.from_pretrained(load_nf4(bnb_dir, prequantized=True),
+                                      os.path.join(out, "qdora", "trained"))
+    again.eval()
+    assert same(logits_of(again, ref["tokens"]), ref["logits"]), "qdora adapter reload"
+    merged = again.merge_and_unload()
+    for m in merged.modules():
+        if isinstance(m, bnb.nn.Linear4bit):
+            m.support_avx512bf16_for_cpu = False
+    ref["merged_logits"] = logits_of(merged, ref["tokens"])
+    print(f"qdora merged into the 4-bit base: max abs diff from logits "
+          f"{maxdiff(ref['merged_logits'], ref['logits']):.4g}")
+    save_file(ref, os.path.join(out, "qdora.reference.safetensors"))
 
 
 def save_sums(out):

@@ -792,6 +792,25 @@ START_TEST(test_feature_products)
         free(x), free(y), free(h), free(hr), free(z0), free(z), free(acc0), free(acc);
         free(racc0), free(racc), free(ref), free(w), free(xb), free(yb), free(n2), free(out);
     }
+    /* the squares of NF4 rows: rows of 48 (blocks of 64 across rows) and of 128, against the
+     * float dequantization summed in double */
+    for (int c = 0; c < 2; c++) {
+        int64_t outer = c ? 3 : 8, inner = c ? 128 : 48, n = outer * inner;
+        float *x = rand_f(n, -2, 2), *deq = alloc_f(n), *absmax = alloc_f(n / NNT_NF4_BLOCK);
+        float *acc0 = rand_f(outer, -1, 1), *acc = dup_f(outer, acc0);
+        uint8_t *codes = malloc((size_t)n / 2);
+        double *ref = alloc_d(outer);
+        nnt_cpu_nf4_quantize(n, x, 0, codes, absmax);
+        nnt_cpu_nf4_dequantize(n, codes, absmax, deq, 0);
+        nnt_cpu_nf4_sumsq_rows(outer, inner, codes, absmax, acc);
+        for (int64_t o = 0; o < outer; o++) {
+            ref[o] = acc0[o];
+            for (int64_t i = 0; i < inner; i++)
+                ref[o] += (double)deq[o * inner + i] * deq[o * inner + i];
+        }
+        expect_close("nf4_sumsq_rows", outer, acc, ref, TOL_SUM_OUTER, 0.1);
+        free(x), free(deq), free(absmax), free(acc0), free(acc), free(codes), free(ref);
+    }
 }
 END_TEST
 

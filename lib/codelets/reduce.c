@@ -6,7 +6,8 @@
  * and DoRA's per-feature products (x, y, z (outer, inner); h per column or per row):
  *   mul_bcast: z = x (h + c) [+ z]
  *   dot_cols:  acc (inner) = [beta acc +] (h) column sums of x y        (accumulates)
- *   dot_rows:  acc (outer) = [beta acc +] row sums of x y, fp32 or bf16  (accumulates)
+ *   dot_rows:  acc (outer) = [beta acc +] row sums of x y, fp32 or bf16  (accumulates);
+ *              of x x, NF4 (dot_rows_nf4, CPU only)
  *   rsqrt_mul: out = (m or 1) / sqrt(n2)
  * outer and inner come from the buffer sizes (inner = size of the (inner) buffer). */
 #include "../internal.h"
@@ -113,6 +114,19 @@ static void dot_rows_cpu(void *buffers[], void *cl_arg)
     else
         nnt_cpu_dot_rows_f32(outer, inner, nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[1]),
                              acc);
+}
+
+/* buffers: x (an NF4 tile: codes, then absmax) R, acc (outer) W / RW: acc += the squares of
+ * x's rows */
+static void dot_rows_nf4_cpu(void *buffers[], void *cl_arg)
+{
+    const struct dot_args *a = cl_arg;
+    int64_t outer = nnt_tile_numel(buffers[1]);
+    int64_t n = nnt_tile_numel(buffers[0]) * 16 / 9;   /* n / 2 + 4 n / 64 bytes */
+    const uint8_t *codes = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    float *acc = nnt_tile_f32(buffers[1]);
+    dot_begin_cpu(a, outer, acc);
+    nnt_cpu_nf4_sumsq_rows(outer, n / outer, codes, (const float *)(codes + n / 2), acc);
 }
 
 /* buffers: [m R,] n2 R, out W; cl_arg: has m */
@@ -300,6 +314,8 @@ static struct starpu_perfmodel dot_cols_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_cols", .footprint = dot_footprint};
 static struct starpu_perfmodel dot_rows_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_rows", .footprint = dot_footprint};
+static struct starpu_perfmodel dot_rows_nf4_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_rows_nf4", .footprint = dot_footprint};
 static struct starpu_perfmodel rsqrt_mul_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_rsqrt_mul"};
 
@@ -325,6 +341,14 @@ static struct starpu_codelet dot_rows_cl = {
     NNT_CUDA_FUNCS(dot_rows_cuda)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &dot_rows_model,
+};
+
+/* CPU only, as NF4's products (lib/codelets/gemm.c) */
+static struct starpu_codelet dot_rows_nf4_cl = {
+    .name = "nnt_dot_rows_nf4",
+    .cpu_funcs = {dot_rows_nf4_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &dot_rows_nf4_model,
 };
 
 static struct starpu_codelet rsqrt_mul_cl = {
@@ -398,6 +422,17 @@ int nnt_insert_dot_rows(nnt_ctx *ctx, int bf16, starpu_data_handle_t x, starpu_d
     enum starpu_data_access_mode mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[3] = {{x, STARPU_R}, {y, STARPU_R}, {acc, mode}};
     return nnt_submit(ctx, &dot_rows_cl, 3, bufs, &args, sizeof args);
+}
+
+/* acc (outer) += the sums of squares of the rows of an NF4 tile x (outer, inner); first:
+ * acc = beta acc before */
+int nnt_insert_dot_rows_nf4(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t acc,
+                            int first, float beta)
+{
+    struct dot_args args = {first, beta, 0, 0};
+    enum starpu_data_access_mode mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
+    struct starpu_data_descr bufs[2] = {{x, STARPU_R}, {acc, mode}};
+    return nnt_submit(ctx, &dot_rows_nf4_cl, 2, bufs, &args, sizeof args);
 }
 
 /* out = (m, or 1 when NULL) / sqrt(n2) */

@@ -164,6 +164,7 @@ typedef struct gl_lora {
     nnt_tensor *gain[3], *rinv[3];  // (out_i...) m_i / norm, 1 / norm
     nnt_tensor *aat;                // (r, r) A A^T
     nnt_tensor *q[3];               // (out_i..., r) 2 s W_i A^T + s^2 B_i A A^T
+    nnt_tensor *pt[3];              // (r, out_i...) 2 s A W_i^T (W_i the products' B operand)
     nnt_tensor *t[3];               // (rows..., out_i...) see above
     nnt_tensor *nbias[3];           // (out_i...) minus the bias
     nnt_tensor *wop[3];             // the base weight the forward's products read (not owned)

@@ -108,7 +108,7 @@ void gl_lora_free(nnt_layer *l, gl_lora *lo)
     }
     for (int i = 0; i < lo->nparts; i++) {
         nnt_tensor **part_acts[] = {&lo->n2[i], &lo->gain[i], &lo->rinv[i], &lo->q[i],
-                                    &lo->t[i], &lo->nbias[i]};
+                                    &lo->pt[i], &lo->t[i], &lo->nbias[i]};
         for (size_t k = 0; k < sizeof part_acts / sizeof part_acts[0]; k++) {
             nnt_layer_forget_activation(l, part_acts[k]);
             nnt_tensor_destroy(*part_acts[k]);
@@ -176,26 +176,35 @@ int gl_lora_dora_add(nnt_layer *l, gl_lora *lo)
 }
 
 /* n2_i (out_i...) = ||W_i + s B_i A||^2 per output feature = ||W_i||^2 + B_i . q_i with
- * q_i = 2 s W_i A^T + s^2 B_i (A A^T); A A^T once for the parts (with part 0). */
+ * q_i = 2 s W_i A^T + s^2 B_i (A A^T); A A^T once for the parts (with part 0). W_i A^T is
+ * computed as (A W_i^T)^T, W_i the second operand as in the forward's product (an NF4 W is
+ * read so), then permuted. W_i fp32, bf16 or NF4 (QLoRA's base: the norms of its float
+ * dequantization, as PEFT's). */
 static int dora_norm2(nnt_layer *l, gl_lora *lo, int i)
 {
     nnt_tensor *w = lo->base[i], *b = lo->b[i];
-    if (w->dtype != NNT_FP32 && w->dtype != NNT_BF16)
-        return nnt_fail(l->ctx, NNT_E_UNSUPPORTED, "nnt: DoRA on a base weight kept in %s "
-                        "(QLoRA) is not implemented: the magnitudes' norms read fp32 or bf16 "
-                        "weights", nnt_dtype_name(w->dtype));
     int64_t r = lo->a->shape[0], rr[2] = {r, r};
     if (i == 0) {   /* A A^T (r, r) */
         NNT_TRY(nnt_layer_ensure(l, &lo->aat, NNT_FP32, 2, rr, rr));
         NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, lo->a, lo->a, 0.0, lo->aat,
                                 lo->in_dims, 0));
     }
-    NNT_TRY(nnt_layer_ensure(l, &lo->n2[i], NNT_FP32, b->ndim - 1, b->shape, b->tile));
-    NNT_TRY(nnt_layer_ensure(l, &lo->q[i], NNT_FP32, b->ndim, b->shape, b->tile));
+    int nd = b->ndim, perm[NNT_MAX_DIMS];
+    int64_t ptshape[NNT_MAX_DIMS], pttile[NNT_MAX_DIMS];
+    ptshape[0] = pttile[0] = r;
+    for (int d = 0; d < nd - 1; d++) {
+        ptshape[d + 1] = b->shape[d], pttile[d + 1] = b->tile[d];
+        perm[d] = d + 1;
+    }
+    perm[nd - 1] = 0;
+    NNT_TRY(nnt_layer_ensure(l, &lo->n2[i], NNT_FP32, nd - 1, b->shape, b->tile));
+    NNT_TRY(nnt_layer_ensure(l, &lo->pt[i], NNT_FP32, nd, ptshape, pttile));
+    NNT_TRY(nnt_layer_ensure(l, &lo->q[i], NNT_FP32, nd, b->shape, b->tile));
     NNT_TRY(nnt_tensor_dot_trailing(w, w, 0.0, lo->n2[i]));
     double s = lo->scale;
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 2.0 * s, w, lo->a, 0.0, lo->q[i],
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 2.0 * s, lo->a, w, 0.0, lo->pt[i],
                             lo->in_dims, 0));
+    NNT_TRY(nnt_tensor_permute(lo->pt[i], perm, lo->q[i]));
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, s * s, b, lo->aat, 1.0, lo->q[i], 1, 0));
     return nnt_tensor_dot_trailing(b, lo->q[i], 1.0, lo->n2[i]);
 }

@@ -348,9 +348,6 @@ static int read_lora_options(nnt_ctx *ctx, const char *fn, const nnt_lora_option
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dropout %g must be in [0, 1)", fn, o->dropout);
     if (o->dora != 0 && o->dora != 1)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dora %d is neither 0 nor 1", fn, o->dora);
-    if (o->dora && o->freeze_base == 3)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: DoRA on a base kept in NF4 (QLoRA) is not "
-                        "implemented", fn);
     return NNT_OK;
 }
 

@@ -344,7 +344,8 @@ static int dot_reduce(const char *fn, nnt_tensor *x, nnt_tensor *y, nnt_tensor *
                       nnt_tensor *acc, int acc_leading)
 {
     int bf16 = acc_leading && x->dtype == NNT_BF16;
-    int rc = nnt_check_arg(fn, "x", x, bf16 ? NNT_BF16 : NNT_FP32, 1);
+    int nf4 = acc_leading && x == y && x->dtype == NNT_NF4 && !h;   /* the squares */
+    int rc = nnt_check_arg(fn, "x", x, bf16 ? NNT_BF16 : nf4 ? NNT_NF4 : NNT_FP32, 1);
     if (rc == 0)
         rc = nnt_check_arg(fn, "y", y, x->dtype, 1);
     if (rc == 0 && h)
@@ -362,7 +363,9 @@ static int dot_reduce(const char *fn, nnt_tensor *x, nnt_tensor *y, nnt_tensor *
         for (int64_t k = 0; rc == 0 && k < per; k++) {
             int64_t xi = reduced_tile(x, acc, acc_leading, ai, k);
             starpu_data_handle_t xh = x->tiles[xi].handle, yh = y->tiles[xi].handle;
-            rc = acc_leading
+            rc = nf4 ? nnt_insert_dot_rows_nf4(x->ctx, xh, acc->tiles[ai].handle, k == 0,
+                                               (float)beta)
+                 : acc_leading
                      ? nnt_insert_dot_rows(x->ctx, bf16, xh, yh, acc->tiles[ai].handle, k == 0,
                                            (float)beta)
                      : nnt_insert_dot_cols(x->ctx, xh, yh, h ? h->tiles[ai].handle : NULL,
