@@ -13,14 +13,24 @@
 #include "../internal.h"
 #include "nnt_cpu.h"
 
-/* The first sum_outer task of a y tile applies beta (0: y is written, not read); later
- * tasks only accumulate. */
-struct sum_outer_args {
+/* The first task of an accumulated tile (sum_outer's y, dot_cols' and dot_rows' acc)
+ * applies beta (0: it is written, not read); later tasks only accumulate. */
+struct acc_args {
     int first;
     float beta;
+    int bf16, has_h;   /* dot_rows: bf16 operands; dot_cols: a factor h */
 };
 
 /* ---- CPU ------------------------------------------------------------------------------ */
+
+/* The first task of an accumulated tile applies beta to acc (n): zeroes it (0) or scales it */
+static void begin_acc_cpu(int first, float beta, int64_t n, float *acc)
+{
+    if (first && beta == 0.0f)
+        nnt_cpu_fill_f32(n, 0.0f, acc);
+    else if (first && beta != 1.0f)
+        nnt_cpu_scale_f32(n, beta, acc);
+}
 
 /* buffers: x (inner) R, y (outer, inner) RW */
 static void add_bcast_cpu(void *buffers[], void *cl_arg)
@@ -34,14 +44,11 @@ static void add_bcast_cpu(void *buffers[], void *cl_arg)
 /* buffers: x (outer, inner) R, y (inner) W (first task, beta == 0) or RW */
 static void sum_outer_cpu(void *buffers[], void *cl_arg)
 {
-    const struct sum_outer_args *a = cl_arg;
+    const struct acc_args *a = cl_arg;
     int64_t inner = nnt_tile_numel(buffers[1]);
     int64_t outer = nnt_tile_numel(buffers[0]) / inner;
     float *y = nnt_tile_f32(buffers[1]);   // (inner)
-    if (a->first && a->beta == 0.0f)
-        nnt_cpu_fill_f32(inner, 0.0f, y);
-    else if (a->first && a->beta != 1.0f)
-        nnt_cpu_scale_f32(inner, a->beta, y);
+    begin_acc_cpu(a->first, a->beta, inner, y);
     nnt_cpu_sum_outer_f32(outer, inner, nnt_tile_f32(buffers[0]), inner, y);
 }
 
@@ -60,12 +67,6 @@ struct mul_bcast_args {
     int by_row, accumulate, in_place;
 };
 
-/* The first task of an accumulated acc tile applies beta (0: acc is written, not read). */
-struct dot_args {
-    int first;
-    float beta;
-    int bf16, has_h;
-};
 
 /* buffers: x R, h R, z W / RW (in place: h R, z RW) */
 static void mul_bcast_cpu(void *buffers[], void *cl_arg)
@@ -80,23 +81,14 @@ static void mul_bcast_cpu(void *buffers[], void *cl_arg)
                           a->accumulate, z);
 }
 
-/* the first task's beta on acc (n) */
-static void dot_begin_cpu(const struct dot_args *a, int64_t n, float *acc)
-{
-    if (a->first && a->beta == 0.0f)
-        nnt_cpu_fill_f32(n, 0.0f, acc);
-    else if (a->first && a->beta != 1.0f)
-        nnt_cpu_scale_f32(n, a->beta, acc);
-}
-
 /* buffers: x R, y R, [h R,] acc (inner) W / RW */
 static void dot_cols_cpu(void *buffers[], void *cl_arg)
 {
-    const struct dot_args *a = cl_arg;
+    const struct acc_args *a = cl_arg;
     void *acc_buf = buffers[a->has_h ? 3 : 2];
     int64_t inner = nnt_tile_numel(acc_buf), outer = nnt_tile_numel(buffers[0]) / inner;
     float *acc = nnt_tile_f32(acc_buf);
-    dot_begin_cpu(a, inner, acc);
+    begin_acc_cpu(a->first, a->beta, inner, acc);
     nnt_cpu_dot_cols_f32(outer, inner, nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[1]),
                          a->has_h ? nnt_tile_f32(buffers[2]) : NULL, acc);
 }
@@ -104,10 +96,10 @@ static void dot_cols_cpu(void *buffers[], void *cl_arg)
 /* buffers: x R, y R, acc (outer) W / RW */
 static void dot_rows_cpu(void *buffers[], void *cl_arg)
 {
-    const struct dot_args *a = cl_arg;
+    const struct acc_args *a = cl_arg;
     int64_t outer = nnt_tile_numel(buffers[2]), inner = nnt_tile_numel(buffers[0]) / outer;
     float *acc = nnt_tile_f32(buffers[2]);
-    dot_begin_cpu(a, outer, acc);
+    begin_acc_cpu(a->first, a->beta, outer, acc);
     if (a->bf16)
         nnt_cpu_dot_rows_bf16(outer, inner, (const uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
                               (const uint16_t *)STARPU_VECTOR_GET_PTR(buffers[1]), acc);
@@ -120,12 +112,12 @@ static void dot_rows_cpu(void *buffers[], void *cl_arg)
  * x's rows */
 static void dot_rows_nf4_cpu(void *buffers[], void *cl_arg)
 {
-    const struct dot_args *a = cl_arg;
+    const struct acc_args *a = cl_arg;
     int64_t outer = nnt_tile_numel(buffers[1]);
     int64_t n = nnt_tile_numel(buffers[0]) * 16 / 9;   /* n / 2 + 4 n / 64 bytes */
     const uint8_t *codes = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
     float *acc = nnt_tile_f32(buffers[1]);
-    dot_begin_cpu(a, outer, acc);
+    begin_acc_cpu(a->first, a->beta, outer, acc);
     nnt_cpu_nf4_sumsq_rows(outer, n / outer, codes, (const float *)(codes + n / 2), acc);
 }
 
@@ -140,6 +132,15 @@ static void rsqrt_mul_cpu(void *buffers[], void *cl_arg)
 /* ---- CUDA ----------------------------------------------------------------------------- */
 
 #ifdef NNT_CUDA_CODELETS
+static int begin_acc_cuda(int first, float beta, int64_t n, float *acc, cudaStream_t stream)
+{
+    if (first && beta == 0.0f)
+        return nnt_cuda_fill_f32(n, 0.0f, acc, stream);
+    if (first && beta != 1.0f)
+        return nnt_cuda_scale_f32(n, beta, acc, stream);
+    return 0;
+}
+
 static void add_bcast_cuda(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
@@ -153,16 +154,12 @@ static void add_bcast_cuda(void *buffers[], void *cl_arg)
 
 static void sum_outer_cuda(void *buffers[], void *cl_arg)
 {
-    const struct sum_outer_args *a = cl_arg;
+    const struct acc_args *a = cl_arg;
     cudaStream_t stream = nnt_cuda_task_stream();
     int64_t inner = nnt_tile_numel(buffers[1]);
     int64_t outer = nnt_tile_numel(buffers[0]) / inner;
     float *y = nnt_tile_f32(buffers[1]);
-    int rc = 0;
-    if (a->first && a->beta == 0.0f)
-        rc = nnt_cuda_fill_f32(inner, 0.0f, y, stream);
-    else if (a->first && a->beta != 1.0f)
-        rc = nnt_cuda_scale_f32(inner, a->beta, y, stream);
+    int rc = begin_acc_cuda(a->first, a->beta, inner, y, stream);
     if (rc == 0)
         rc = nnt_cuda_sum_outer_f32(outer, inner, nnt_tile_f32(buffers[0]), inner, y, stream);
     if (rc)
@@ -198,23 +195,14 @@ static void mul_bcast_cuda(void *buffers[], void *cl_arg)
         nnt_task_error("nnt_mul_bcast", "CUDA kernel failed (%d)", rc);
 }
 
-static int dot_begin_cuda(const struct dot_args *a, int64_t n, float *acc, cudaStream_t stream)
-{
-    if (a->first && a->beta == 0.0f)
-        return nnt_cuda_fill_f32(n, 0.0f, acc, stream);
-    if (a->first && a->beta != 1.0f)
-        return nnt_cuda_scale_f32(n, a->beta, acc, stream);
-    return 0;
-}
-
 static void dot_cols_cuda(void *buffers[], void *cl_arg)
 {
-    const struct dot_args *a = cl_arg;
+    const struct acc_args *a = cl_arg;
     cudaStream_t stream = nnt_cuda_task_stream();
     void *acc_buf = buffers[a->has_h ? 3 : 2];
     int64_t inner = nnt_tile_numel(acc_buf), outer = nnt_tile_numel(buffers[0]) / inner;
     float *acc = nnt_tile_f32(acc_buf);
-    int rc = dot_begin_cuda(a, inner, acc, stream);
+    int rc = begin_acc_cuda(a->first, a->beta, inner, acc, stream);
     if (rc == 0)
         rc = nnt_cuda_dot_cols_f32(outer, inner, nnt_tile_f32(buffers[0]),
                                    nnt_tile_f32(buffers[1]),
@@ -225,11 +213,11 @@ static void dot_cols_cuda(void *buffers[], void *cl_arg)
 
 static void dot_rows_cuda(void *buffers[], void *cl_arg)
 {
-    const struct dot_args *a = cl_arg;
+    const struct acc_args *a = cl_arg;
     cudaStream_t stream = nnt_cuda_task_stream();
     int64_t outer = nnt_tile_numel(buffers[2]), inner = nnt_tile_numel(buffers[0]) / outer;
     float *acc = nnt_tile_f32(buffers[2]);
-    int rc = dot_begin_cuda(a, outer, acc, stream);
+    int rc = begin_acc_cuda(a->first, a->beta, outer, acc, stream);
     if (rc == 0)
         rc = nnt_cuda_dot_rows(a->bf16, outer, inner, (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
                                (const void *)STARPU_VECTOR_GET_PTR(buffers[1]), acc, stream);
@@ -254,21 +242,23 @@ static void rsqrt_mul_cuda(void *buffers[], void *cl_arg)
 
 /* ---- codelets ------------------------------------------------------------------------- */
 
-/* The first task of a y tile also zeroes or scales y: hash that with the sizes. */
-static uint32_t sum_outer_footprint(struct starpu_task *task)
+/* The first task of an accumulated tile also zeroes or scales it: hash that with the
+ * sizes. */
+static uint32_t acc_footprint(struct starpu_task *task)
 {
-    const struct sum_outer_args *a = task->cl_arg;
+    const struct acc_args *a = task->cl_arg;
     uint32_t kind = a->first ? (a->beta == 0.0f ? 1u : a->beta == 1.0f ? 0u : 2u) : 0u;
-    uint32_t h = starpu_hash_crc32c_be(
-        (uint32_t)starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, 0)), 0);
-    h = starpu_hash_crc32c_be((uint32_t)starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, 1)), h);
+    uint32_t h = 0;
+    for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++)
+        h = starpu_hash_crc32c_be(
+            (uint32_t)starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, i)), h);
     return starpu_hash_crc32c_be(kind, h);
 }
 
 static struct starpu_perfmodel add_bcast_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_add_bcast"};
 static struct starpu_perfmodel sum_outer_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "nnt_sum_outer", .footprint = sum_outer_footprint};
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_sum_outer", .footprint = acc_footprint};
 static struct starpu_perfmodel sumsq_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_sumsq"};
 
@@ -296,26 +286,15 @@ static struct starpu_codelet sumsq_cl = {
     .model = &sumsq_model,
 };
 
-/* The first task of an acc tile also zeroes or scales it: hash that with the sizes. */
-static uint32_t dot_footprint(struct starpu_task *task)
-{
-    const struct dot_args *a = task->cl_arg;
-    uint32_t kind = a->first ? (a->beta == 0.0f ? 1u : a->beta == 1.0f ? 0u : 2u) : 0u;
-    uint32_t h = 0;
-    for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++)
-        h = starpu_hash_crc32c_be(
-            (uint32_t)starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, i)), h);
-    return starpu_hash_crc32c_be(kind, h);
-}
 
 static struct starpu_perfmodel mul_bcast_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_mul_bcast"};
 static struct starpu_perfmodel dot_cols_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_cols", .footprint = dot_footprint};
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_cols", .footprint = acc_footprint};
 static struct starpu_perfmodel dot_rows_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_rows", .footprint = dot_footprint};
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_rows", .footprint = acc_footprint};
 static struct starpu_perfmodel dot_rows_nf4_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_rows_nf4", .footprint = dot_footprint};
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_dot_rows_nf4", .footprint = acc_footprint};
 static struct starpu_perfmodel rsqrt_mul_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_rsqrt_mul"};
 
@@ -375,7 +354,7 @@ int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handl
 int nnt_insert_sum_outer(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y,
                          int first, float beta)
 {
-    struct sum_outer_args args = {first, beta};
+    struct acc_args args = {first, beta, 0, 0};
     enum starpu_data_access_mode y_mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[2] = {{x, STARPU_R}, {y, y_mode}};
     return nnt_submit(ctx, &sum_outer_cl, 2, bufs, &args, sizeof args);
@@ -406,7 +385,7 @@ int nnt_insert_mul_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handl
 int nnt_insert_dot_cols(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y,
                         starpu_data_handle_t h, starpu_data_handle_t acc, int first, float beta)
 {
-    struct dot_args args = {first, beta, 0, h != NULL};
+    struct acc_args args = {first, beta, 0, h != NULL};
     enum starpu_data_access_mode mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[4] = {{x, STARPU_R}, {y, STARPU_R}, {h, STARPU_R}, {acc, mode}};
     if (!h)
@@ -418,7 +397,7 @@ int nnt_insert_dot_cols(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle
 int nnt_insert_dot_rows(nnt_ctx *ctx, int bf16, starpu_data_handle_t x, starpu_data_handle_t y,
                         starpu_data_handle_t acc, int first, float beta)
 {
-    struct dot_args args = {first, beta, bf16, 0};
+    struct acc_args args = {first, beta, bf16, 0};
     enum starpu_data_access_mode mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[3] = {{x, STARPU_R}, {y, STARPU_R}, {acc, mode}};
     return nnt_submit(ctx, &dot_rows_cl, 3, bufs, &args, sizeof args);
@@ -429,7 +408,7 @@ int nnt_insert_dot_rows(nnt_ctx *ctx, int bf16, starpu_data_handle_t x, starpu_d
 int nnt_insert_dot_rows_nf4(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t acc,
                             int first, float beta)
 {
-    struct dot_args args = {first, beta, 0, 0};
+    struct acc_args args = {first, beta, 0, 0};
     enum starpu_data_access_mode mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[2] = {{x, STARPU_R}, {acc, mode}};
     return nnt_submit(ctx, &dot_rows_nf4_cl, 2, bufs, &args, sizeof args);
