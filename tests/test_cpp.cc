@@ -446,7 +446,7 @@ void test_layers(nnt::context &ctx)
 }
 
 // frozen parameters and LoRA adapters through the wrapper: freeze, lora_add, save_peft,
-// load_peft, lora_merge; a missing adapter throws
+// load_peft, lora_merge, DoRA; a missing adapter or a bad option throws
 void test_lora(nnt::context &ctx)
 {
     nnt::layer m = nnt::layer::load_hf(ctx, fixture("llama_tiny/gqa"), B, T);
@@ -469,6 +469,16 @@ void test_lora(nnt::context &ctx)
     m2.lora_merge();
     EXPECT(m2.num_params() == before);
     EXPECT_ERROR(NNT_E_IO, "/no/such/adapter", m2.load_peft("/no/such/adapter"));
+    // DoRA: a magnitude vector more per module; it starts as the base computes
+    nnt::layer m3 = nnt::layer::load_hf(ctx, fixture("llama_tiny/gqa"), B, T);
+    std::vector<std::int32_t> plain = m3.generate({1, 2}, 4);
+    lo.dora = 1;
+    m3.lora_add(lo);
+    EXPECT(m3.num_params() == before + 6);   // A, B and lora_magnitude_vector, 2 blocks
+    EXPECT(m3.generate({1, 2}, 4) == plain);
+    lo.dora = 2;
+    nnt::layer m4 = nnt::layer::load_hf(ctx, fixture("llama_tiny/gqa"), B, T);
+    EXPECT_ERROR(NNT_E_INVAL, "dora 2", m4.lora_add(lo));
 }
 
 void test_hf(nnt::context &ctx)
