@@ -98,6 +98,10 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             multi_query false (query_key_value's rows head by head), every bias
   falcon_new_lora  PEFT 0.21's LoRA on falcon_new with PEFT's default target for falcon
             (query_key_value, whose B's rows go key/value head by key/value head)
+  phi3_dora  PEFT 0.21's DoRA (use_dora) on phi3, all-linear: lora_magnitude_vector of
+            qkv_proj (NH hd + 2 NKV hd) and gate_up_proj (2 hidden) too, as phi3_lora
+  neox_dora  PEFT 0.21's DoRA on neox, query_key_value (its magnitudes' rows head by head,
+            as B's), as phi3_lora
 (The LoRA fixtures' adapter_config.json list target_modules in the order of PEFT's set, which
 differs from run to run; the rest regenerates byte-identical.)
 Per model NAME:
@@ -381,6 +385,9 @@ def main():
     gen_gemma_fixtures.lora_fixture(args.out, "bigcode_mha_lora", 5006)
     gen_gemma_fixtures.LORA["falcon_new_lora"] = ("falcon_new", dict())   # query_key_value
     gen_gemma_fixtures.lora_fixture(args.out, "falcon_new_lora", 5007)
+    # DoRA (use_dora): Phi-3's fused modules (each part's magnitudes), GPT-NeoX's
+    # query_key_value (its magnitudes' rows head by head, as B's)
+    dora_fixtures(args.out, gen_gemma_fixtures)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):
@@ -393,6 +400,14 @@ def main():
         fh.writelines(sums)
     print(json.dumps({"torch": torch.__version__,
                       "transformers": __import__("transformers").__version__}))
+
+
+def dora_fixtures(out, gen_gemma_fixtures):
+    gen_gemma_fixtures.LORA["phi3_dora"] = ("phi3", dict(target_modules="all-linear",
+                                                         use_dora=True))
+    gen_gemma_fixtures.lora_fixture(out, "phi3_dora", 5008)
+    gen_gemma_fixtures.LORA["neox_dora"] = ("neox", dict(use_dora=True))
+    gen_gemma_fixtures.lora_fixture(out, "neox_dora", 5009)
 
 
 if __name__ == "__main__":

@@ -578,29 +578,39 @@ END_TEST
  * naming refused_name and listing the modules under the family's names. */
 static const struct {
     const char *name, *base, *targets, *default_targets, *refused, *refused_name, *listed;
-} LORAS[8] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
-               "(its modules: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head;"},
+    int dora;
+} LORAS[10] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
+               "(its modules: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head;", 0},
               {"phi_lora", "phi", NULL, "q_proj,v_proj,fc1,fc2", "o_proj", "'o_proj'",
-               "(its modules: q_proj, k_proj, v_proj, dense, fc1, fc2, lm_head;"},
+               "(its modules: q_proj, k_proj, v_proj, dense, fc1, fc2, lm_head;", 0},
               {"stablelm_lora", "stablelm", NULL, "q_proj,v_proj", "ln_1",
-               "'ln_1'", "(its modules: q_proj, k_proj, v_proj, o_proj, gate_proj,"},
+               "'ln_1'", "(its modules: q_proj, k_proj, v_proj, o_proj, gate_proj,", 0},
               {"neox_lora", "neox", NULL, "query_key_value", "q_proj,dense", "'q_proj'",
                "(its modules: query_key_value, dense, dense_h_to_4h, dense_4h_to_h, "
-               "embed_out;"},
+               "embed_out;", 0},
               {"starcoder2_lora", "starcoder2", "all-linear", "q_proj,v_proj", "gate_proj",
-               "'gate_proj'", "(its modules: q_proj, k_proj, v_proj, o_proj, c_fc, c_proj"},
+               "'gate_proj'", "(its modules: q_proj, k_proj, v_proj, o_proj, c_fc, c_proj", 0},
               {"bigcode_lora", "bigcode", "all-linear", "c_attn", "q_proj,c_fc", "'q_proj'",
-               "(its modules: c_attn, c_proj, c_fc"},
+               "(its modules: c_attn, c_proj, c_fc", 0},
               {"bigcode_mha_lora", "bigcode_mha", NULL, "c_attn", "qkv_proj", "'qkv_proj'",
-               "(its modules: c_attn, c_proj, c_fc"},
+               "(its modules: c_attn, c_proj, c_fc", 0},
               {"falcon_new_lora", "falcon_new", NULL, "query_key_value", "qkv_proj",
-               "'qkv_proj'", "(its modules: query_key_value, dense, dense_h_to_4h"}};
+               "'qkv_proj'", "(its modules: query_key_value, dense, dense_h_to_4h", 0},
+              /* DoRA: Phi-3's fused qkv_proj and gate_up_proj (the latter's children take
+               * the unscaled gradient: (g - 1) G W comes with the adapter), GPT-NeoX's
+               * magnitudes head by head */
+              {"phi3_dora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
+               "(its modules: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head;", 1},
+              {"neox_dora", "neox", NULL, "query_key_value", "q_proj,dense", "'q_proj'",
+               "(its modules: query_key_value, dense, dense_h_to_4h, dense_4h_to_h, "
+               "embed_out;", 1}};
 
 /* Measured (AMD EPYC Zen 4, 2 workers): losses 1.7e-7, adapters 7.7e-6 (relative normwise, a
  * lora_B of qkv_proj, as in test_model_gemma), logits 6.4e-7, merged 7.5e-7; limits about
  * 10x. starcoder2_lora: losses 6.3e-7, adapters 1.0e-5 (a lora_B of k_proj); bigcode_lora
  * and bigcode_mha_lora: losses 1.0e-6 (bigcode_mha_lora), adapters 9.4e-6 (a lora_B of
- * c_attn), logits 3.2e-7, merged 3.3e-7. */
+ * c_attn), logits 3.2e-7, merged 3.3e-7. phi3_dora, neox_dora: losses 5.6e-7, adapters 7.6e-6
+ * (lora_B of o_proj, of query_key_value), logits 7.4e-7, merged 8.5e-7. */
 #define LORA_LOSS_TOL 1e-5
 #define LORA_ADAPTER_TOL 8e-5
 #define LORA_LOGITS_TOL 7e-6
@@ -659,6 +669,7 @@ START_TEST(test_phi3_lora_load_merge)
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
     lo.rank = 4;
     lo.targets = LORAS[_i].targets;
+    lo.dora = LORAS[_i].dora;
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     test_make_tmpdir("phi3_lora_targets");
     EXPECT_OK(nnt_model_save_peft(l, test_tmp_path("a")));
@@ -1330,8 +1341,8 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     tcase_add_test(tc, test_smollm3_config);
     tcase_add_test(tc, test_yarn_truncate);
-    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 16);
-    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 8);
+    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 20);
+    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 10);
     tcase_add_test(tc, test_phi3_read_hf);
     tcase_add_test(tc, test_granite_options);
     tcase_add_test(tc, test_neox_config);
