@@ -351,6 +351,12 @@ if [ "$(wc -l < "$tmp/dora_full.losses")" = 7 ] &&
 else
     fail "--lora-dora resumed: $(paste -s -d' ' "$tmp/dora_full.losses") / $(paste -s -d' ' "$tmp/dora_part.losses"); $(grep '^resumed with' "$tmp/dora_part_rest.err")"
 fi
+# a fine-tuning run on a fresh model (its frozen base read from no file) cannot be resumed:
+# said so, not taken for a damaged checkpoint
+# shellcheck disable=SC2086
+run_ok fresh_lora $gpt $run_args --data "$tmp/tok.bin" $lora --out "$tmp/fresh_lora"
+expect_error fresh_lora_resume "fine-tuning run (.* parameter elements frozen) on a freshly initialised model" \
+    --resume "$tmp/fresh_lora/checkpoint.safetensors"
 # generation with PEFT's DoRA adapter (the cached forwards keep the first one's gains) is
 # PEFT's merged model's, and not the base's
 lt="$top_srcdir/tests/fixtures/lora_tiny"

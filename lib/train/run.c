@@ -80,9 +80,17 @@ static int resumed_model(run_parts *p)
         return NNT_OK;
     if ((rc = nnt_train_state_info(p->ctx, p->o.resume, &st)))
         return field_fail(p, "resume", rc);
-    if (nnt_trainer_option_number(st.options, "frozen", 0) > 0)   /* a fine-tuning run's base */
+    double frozen = nnt_trainer_option_number(st.options, "frozen", 0);
+    if (frozen > 0)   /* a fine-tuning run's base */
         nnt_trainer_option(st.options, "model_source", base, sizeof base);
     nnt_train_state_clear(&st);
+    if (frozen > 0 && !*base)   /* its frozen base is in no file: the checkpoint lacks it */
+        return nnt_fail(p->ctx, NNT_E_UNSUPPORTED, "resume: %s is the checkpoint of a "
+                        "fine-tuning run (%.0f parameter elements frozen) on a freshly "
+                        "initialised model: it holds the trained parameters only, and the "
+                        "frozen ones were read from no file, so the run cannot be resumed; "
+                        "fine-tune a base read from files (model_source; nnt-train --load-hf, "
+                        "--load-*) to resume one", p->o.resume, frozen);
     if (*base && !(p->base = strdup(base)))
         return nnt_fail(p->ctx, NNT_E_NOMEM, "nnt_trainer_open: out of memory");
     p->r.model_source = p->base;
