@@ -207,7 +207,7 @@ resume_model_unchecked|lib/train/record.c|s@for (int i = 0; i < 10; i++) {@for (
 keep_resumed_moved|lib/train/keep.c|s@in_directory(o->resume, o->log_dir)@0@|keep_previous: a run resuming a checkpoint of its own directory moves the files of that run away
 live_ema_weight|lib/train/trainer.c|s@0.9 \* tr->loss_ema + 0.1 \* r.loss@0.8 * tr->loss_ema + 0.2 * r.loss@|the smoothed loss of the live line with weight 0.2 for the new loss, not 0.1
 text_width_edge|lib/train/text.c|s@t->n + (size_t)k >= (size_t)t->width@t->n + (size_t)k > (size_t)t->width@|nnt_trainer_text: the last field of a line may reach the last column of the terminal
-resume_base_source|lib/train/run.c|s@"frozen", 0) > 0)@"frozen", 0) < 0)@|nnt_trainer_open resuming a fine-tuning run without a model: the source of the base not taken from the checkpoint
+resume_base_source|lib/train/run.c|s@    if (frozen > 0)   /@    if (frozen < 0)   /@|nnt_trainer_open resuming a fine-tuning run without a model: the source of the base not taken from the checkpoint
 open_error_status|examples/nnt_train.c|s@(!strncmp(m, "resume:", 7) \&\& rc != NNT_E_IO) ? 2 : 1;@0 ? 2 : 1;@|nnt-train: a checkpoint of another model (resume) exits 1, not 2 (bad usage)
 lora_rslora_scale|lib/models/lora.c|s@a->rslora ? alpha / sqrt(r) : alpha / r@a->rslora ? alpha / r : alpha / r@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
 lora_cattn_part|lib/layers/attention.c|s@\*part = one ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2 (qkv_proj of Phi-3): q, k and v all take the q third of B
