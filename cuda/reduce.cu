@@ -13,10 +13,12 @@ const int kColTile = 32;
 const int kRowGroups = 16;
 const int kSumsqThreads = 1024;
 
-/* blockDim (32, 16): column i = blockIdx.x * 32 + tx; rows o = ty, ty + 16, ...; the 16 row
- * group sums are then added in order by ty == 0. */
-__global__ void sum_outer_kernel(int64_t outer, int64_t inner, const float *__restrict__ y,
-                                 int64_t ldy, float *__restrict__ acc)
+/* Column sums acc[i] += (h ? h[i] : 1) sum_o term(o, i) (term in double), blockDim (32, 16):
+ * column i = blockIdx.x * 32 + tx; rows o = ty, ty + 16, ...; the 16 row group sums are then
+ * added in order by ty == 0. Terms: sum_outer's y[o, i], dot_cols' x[o, i] y[o, i]. */
+template <class Term>
+__global__ void column_sums_kernel(int64_t outer, int64_t inner, Term term,
+                                   const float *__restrict__ h, float *__restrict__ acc)
 {
     __shared__ double part[kRowGroups][kColTile + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -26,17 +28,48 @@ __global__ void sum_outer_kernel(int64_t outer, int64_t inner, const float *__re
         double s = 0.0;
         if (i < inner)
             for (int64_t o = ty; o < outer; o += kRowGroups)
-                s += (double)y[o * ldy + i];
+                s += term(o, i);
         part[ty][tx] = s;
         __syncthreads();
         if (ty == 0 && i < inner) {
             double t = 0.0;
             for (int g = 0; g < kRowGroups; ++g)
                 t += part[g][tx];
-            acc[i] = (float)((double)acc[i] + t);
+            acc[i] = (float)((double)acc[i] + (h ? (double)h[i] * t : t));
         }
         __syncthreads();
     }
+}
+
+struct ColumnTerm {   /* sum_outer: y (outer, inner; leading dim ldy) */
+    const float *y;
+    int64_t ldy;
+    __device__ double operator()(int64_t o, int64_t i) const { return (double)y[o * ldy + i]; }
+};
+
+struct ProductTerm {   /* dot_cols: x y (outer, inner) */
+    const float *x, *y;
+    int64_t inner;
+    __device__ double operator()(int64_t o, int64_t i) const
+    {
+        return (double)x[o * inner + i] * y[o * inner + i];
+    }
+};
+
+template <class Term>
+int column_sums(int64_t outer, int64_t inner, Term term, const float *h, float *acc,
+                cudaStream_t stream)
+{
+    if (outer < 0 || inner < 0)
+        return -1;
+    if (outer == 0 || inner == 0)
+        return 0;
+    int64_t b = (inner + kColTile - 1) / kColTile;
+    if (b > 65535)
+        b = 65535;
+    column_sums_kernel<<<(unsigned)b, dim3(kColTile, kRowGroups), 0, stream>>>(outer, inner,
+                                                                               term, h, acc);
+    return launch_status();
 }
 
 /* Sum of squares of x[0, n) by one block: per-thread double partial sums (float4 loads when
@@ -127,32 +160,6 @@ __global__ void mul_bcast_kernel(int64_t outer, int64_t inner, const float *x,
     }
 }
 
-/* sum_outer_kernel's layout with products and a per-column factor */
-__global__ void dot_cols_kernel(int64_t outer, int64_t inner, const float *__restrict__ x,
-                                const float *__restrict__ y, const float *__restrict__ h,
-                                float *__restrict__ acc)
-{
-    __shared__ double part[kRowGroups][kColTile + 1];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    for (int64_t i0 = (int64_t)blockIdx.x * kColTile; i0 < inner;
-         i0 += (int64_t)gridDim.x * kColTile) {
-        const int64_t i = i0 + tx;
-        double s = 0.0;
-        if (i < inner)
-            for (int64_t o = ty; o < outer; o += kRowGroups)
-                s += (double)x[o * inner + i] * y[o * inner + i];
-        part[ty][tx] = s;
-        __syncthreads();
-        if (ty == 0 && i < inner) {
-            double t = 0.0;
-            for (int g = 0; g < kRowGroups; ++g)
-                t += part[g][tx];
-            acc[i] = (float)((double)acc[i] + (h ? (double)h[i] : 1.0) * t);
-        }
-        __syncthreads();
-    }
-}
-
 __device__ __forceinline__ float widen(float v) { return v; }
 __device__ __forceinline__ float widen(uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
 
@@ -187,16 +194,7 @@ __global__ void rsqrt_mul_kernel(int64_t n, const float *__restrict__ m,
 extern "C" int nnt_cuda_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t ldy,
                                       float *acc, cudaStream_t stream)
 {
-    if (outer < 0 || inner < 0)
-        return -1;
-    if (outer == 0 || inner == 0)
-        return 0;
-    int64_t b = (inner + kColTile - 1) / kColTile;
-    if (b > 65535)
-        b = 65535;
-    sum_outer_kernel<<<(unsigned)b, dim3(kColTile, kRowGroups), 0, stream>>>(outer, inner, y, ldy,
-                                                                            acc);
-    return launch_status();
+    return column_sums(outer, inner, ColumnTerm{y, ldy}, NULL, acc, stream);
 }
 
 extern "C" int nnt_cuda_sumsq_f32(int64_t n, const float *x, float *acc, double *partials,
@@ -239,16 +237,7 @@ extern "C" int nnt_cuda_dot_cols_f32(int64_t outer, int64_t inner, const float *
                                      const float *y, const float *h, float *acc,
                                      cudaStream_t stream)
 {
-    if (outer < 0 || inner < 0)
-        return -1;
-    if (outer == 0 || inner == 0)
-        return 0;
-    int64_t b = (inner + kColTile - 1) / kColTile;
-    if (b > 65535)
-        b = 65535;
-    dot_cols_kernel<<<(unsigned)b, dim3(kColTile, kRowGroups), 0, stream>>>(outer, inner, x, y,
-                                                                            h, acc);
-    return launch_status();
+    return column_sums(outer, inner, ProductTerm{x, y, inner}, h, acc, stream);
 }
 
 extern "C" int nnt_cuda_dot_rows(int bf16, int64_t outer, int64_t inner, const void *x,
