@@ -209,20 +209,28 @@ static int dora_norm2(nnt_layer *l, gl_lora *lo, int i)
     return nnt_tensor_dot_trailing(b, lo->q[i], 1.0, lo->n2[i]);
 }
 
-/* m_i = sqrt(n2_i) = n2_i / sqrt(n2_i) */
-static int dora_magnitude(nnt_layer *l, gl_lora *lo, int i)
+/* gain_i = m_i / norm and rinv_i = 1 / norm from the current A, B_i and W_i; m_i first set to
+ * the norm when it holds no data (its base was not there at gl_lora_dora_init). */
+static int dora_gains(nnt_layer *l, gl_lora *lo, int i)
 {
     NNT_TRY(dora_norm2(l, lo, i));
-    return nnt_tensor_rsqrt_mul(lo->n2[i], lo->n2[i], lo->m[i]);
+    if (!lo->m[i]->written)   /* m = n2 / sqrt(n2) */
+        NNT_TRY(nnt_tensor_rsqrt_mul(lo->n2[i], lo->n2[i], lo->m[i]));
+    const nnt_tensor *m = lo->m[i];
+    NNT_TRY(nnt_layer_ensure(l, &lo->gain[i], NNT_FP32, m->ndim, m->shape, m->tile));
+    NNT_TRY(nnt_layer_ensure(l, &lo->rinv[i], NNT_FP32, m->ndim, m->shape, m->tile));
+    NNT_TRY(nnt_tensor_rsqrt_mul(lo->m[i], lo->n2[i], lo->gain[i]));
+    return nnt_tensor_rsqrt_mul(NULL, lo->n2[i], lo->rinv[i]);
 }
 
 int gl_lora_dora_init(nnt_layer *l, gl_lora *lo)
 {
     for (int i = 0; lo->dora && i < lo->nparts; i++) {
+        /* m from the norms (dora_gains): now, or, a base initialised or read later, by the
+         * first forward or merge */
+        nnt_tensor_invalidate(lo->m[i]);
         if (lo->base[i]->written)
-            NNT_TRY(dora_magnitude(l, lo, i));
-        else   /* a base initialised or read later: at the first forward (or merge) */
-            nnt_tensor_invalidate(lo->m[i]);
+            NNT_TRY(dora_gains(l, lo, i));
     }
     return NNT_OK;
 }
@@ -231,17 +239,9 @@ int gl_lora_dora_init(nnt_layer *l, gl_lora *lo)
  * weight its product read. */
 static int dora_forward(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *y, nnt_tensor *w)
 {
-    if (!lo->m[i]->written)   /* its base was not there at gl_lora_dora_init */
-        NNT_TRY(dora_magnitude(l, lo, i));
     /* generation after its first forward (weights_fixed): the gains of that forward */
-    if (!(l->ctx->weights_fixed && lo->gain[i] && lo->gain[i]->written)) {
-        NNT_TRY(dora_norm2(l, lo, i));
-        const nnt_tensor *m = lo->m[i];
-        NNT_TRY(nnt_layer_ensure(l, &lo->gain[i], NNT_FP32, m->ndim, m->shape, m->tile));
-        NNT_TRY(nnt_layer_ensure(l, &lo->rinv[i], NNT_FP32, m->ndim, m->shape, m->tile));
-        NNT_TRY(nnt_tensor_rsqrt_mul(lo->m[i], lo->n2[i], lo->gain[i]));
-        NNT_TRY(nnt_tensor_rsqrt_mul(NULL, lo->n2[i], lo->rinv[i]));
-    }
+    if (!(l->ctx->weights_fixed && lo->gain[i] && lo->gain[i]->written))
+        NNT_TRY(dora_gains(l, lo, i));
     NNT_TRY(nnt_layer_ensure(l, &lo->t[i], NNT_FP32, y->ndim, y->shape, y->tile));
     lo->wop[i] = w;
     if (lo->dropped) {   /* t = x' W^T + s u B^T */
@@ -366,14 +366,8 @@ int gl_lora_merge(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *w)
      * (or quantized again, as PEFT merges into a 4-bit base). DoRA: the norms first, then
      * each row of the sum times m / norm (PEFT's merge). */
     nnt_dtype kept = w->dtype;
-    if (lo->dora && !lo->m[i]->written)
-        NNT_TRY(dora_magnitude(l, lo, i));
-    if (lo->dora) {
-        NNT_TRY(dora_norm2(l, lo, i));
-        const nnt_tensor *m = lo->m[i];
-        NNT_TRY(nnt_layer_ensure(l, &lo->gain[i], NNT_FP32, m->ndim, m->shape, m->tile));
-        NNT_TRY(nnt_tensor_rsqrt_mul(lo->m[i], lo->n2[i], lo->gain[i]));
-    }
+    if (lo->dora)
+        NNT_TRY(dora_gains(l, lo, i));
     NNT_TRY(nnt_tensor_retype(w, NNT_FP32));
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, lo->scale, lo->b[i], lo->a, 1.0, w, 1, 0));
     if (lo->dora)

@@ -445,7 +445,7 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
         rc = nnt_layer_set_frozen(tree, keep, NNT_UNFREEZE);
     if (rc == 0 && model->vt->reregister)
         rc = model->vt->reregister(model);
-    if (rc && a.attach) {   /* no adapter left behind (a base DoRA cannot read, ...) */
+    if (rc && a.attach) {   /* no adapter left behind (out of memory, ...) */
         unload(tree);
         nnt_layer_params_changed(tree);
     }
