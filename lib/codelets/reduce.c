@@ -219,8 +219,8 @@ static void dot_rows_cuda(void *buffers[], void *cl_arg)
     float *acc = nnt_tile_f32(buffers[2]);
     int rc = begin_acc_cuda(a->first, a->beta, outer, acc, stream);
     if (rc == 0)
-        rc = nnt_cuda_dot_rows(a->bf16, outer, inner, (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                               (const void *)STARPU_VECTOR_GET_PTR(buffers[1]), acc, stream);
+        rc = nnt_cuda_dot_rows(a->bf16, outer, inner, (void *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                               (void *)STARPU_VECTOR_GET_PTR(buffers[1]), acc, stream);
     if (rc)
         nnt_task_error("nnt_dot_rows", "CUDA kernel failed (%d)", rc);
 }
@@ -342,6 +342,12 @@ static struct starpu_codelet rsqrt_mul_cl = {
 
 static const char no_args;   /* add_bcast and sumsq take no arguments */
 
+/* An accumulated tile's access: only written by a first task with beta 0 */
+static enum starpu_data_access_mode acc_mode(int first, float beta)
+{
+    return first && beta == 0.0f ? STARPU_W : STARPU_RW;
+}
+
 /* y (outer, inner) += x (inner) broadcast over the rows of the y tile */
 int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y)
 {
@@ -355,8 +361,7 @@ int nnt_insert_sum_outer(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handl
                          int first, float beta)
 {
     struct acc_args args = {first, beta, 0, 0};
-    enum starpu_data_access_mode y_mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
-    struct starpu_data_descr bufs[2] = {{x, STARPU_R}, {y, y_mode}};
+    struct starpu_data_descr bufs[2] = {{x, STARPU_R}, {y, acc_mode(first, beta)}};
     return nnt_submit(ctx, &sum_outer_cl, 2, bufs, &args, sizeof args);
 }
 
@@ -386,8 +391,8 @@ int nnt_insert_dot_cols(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle
                         starpu_data_handle_t h, starpu_data_handle_t acc, int first, float beta)
 {
     struct acc_args args = {first, beta, 0, h != NULL};
-    enum starpu_data_access_mode mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
-    struct starpu_data_descr bufs[4] = {{x, STARPU_R}, {y, STARPU_R}, {h, STARPU_R}, {acc, mode}};
+    struct starpu_data_descr bufs[4] = {{x, STARPU_R}, {y, STARPU_R}, {h, STARPU_R},
+                                        {acc, acc_mode(first, beta)}};
     if (!h)
         bufs[2] = bufs[3];
     return nnt_submit(ctx, &dot_cols_cl, h ? 4 : 3, bufs, &args, sizeof args);
@@ -398,8 +403,7 @@ int nnt_insert_dot_rows(nnt_ctx *ctx, int bf16, starpu_data_handle_t x, starpu_d
                         starpu_data_handle_t acc, int first, float beta)
 {
     struct acc_args args = {first, beta, bf16, 0};
-    enum starpu_data_access_mode mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
-    struct starpu_data_descr bufs[3] = {{x, STARPU_R}, {y, STARPU_R}, {acc, mode}};
+    struct starpu_data_descr bufs[3] = {{x, STARPU_R}, {y, STARPU_R}, {acc, acc_mode(first, beta)}};
     return nnt_submit(ctx, &dot_rows_cl, 3, bufs, &args, sizeof args);
 }
 
@@ -409,8 +413,7 @@ int nnt_insert_dot_rows_nf4(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_ha
                             int first, float beta)
 {
     struct acc_args args = {first, beta, 0, 0};
-    enum starpu_data_access_mode mode = first && beta == 0.0f ? STARPU_W : STARPU_RW;
-    struct starpu_data_descr bufs[2] = {{x, STARPU_R}, {acc, mode}};
+    struct starpu_data_descr bufs[2] = {{x, STARPU_R}, {acc, acc_mode(first, beta)}};
     return nnt_submit(ctx, &dot_rows_nf4_cl, 2, bufs, &args, sizeof args);
 }
 
