@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """gpu_torch_peer.py: the PyTorch side of scripts/gpu-session.sh's speed phases (issue 42):
-GPT-2 training steps of transformers' GPT2LMHeadModel with fused AdamW, eager or
-torch.compile, on the same batches as nnt-train reads from the same token file.
+GPT-2 (or Llama) training steps of transformers' GPT2LMHeadModel (LlamaForCausalLM) with
+fused AdamW, eager or torch.compile, on the same batches as nnt-train reads from the same
+token file.
 
     python3 bench/gpu_torch_peer.py --layers L --channels C --heads NH --vocab V --context N
         --batch B --seq T --steps S [--warmup W] [--mode eager|compile] [--device cuda|cpu]
         [--precision bf16|fp32] --data FILE [--save-init DIR] [--lr X] [--grad-clip G]
-        [--threads N]
+        [--threads N] [--family gpt2|llama --kv-heads NKV --hidden F --rope-theta X]
 
 Data: FILE holds uint16 tokens without a header (nanoGPT's train.bin, nnt-train
 --data-format nanogpt). As nnt-train reads it in order (no --shuffle, --accum 1), step s
@@ -17,6 +18,9 @@ window[0..BT) as (B, T), targets window[1..BT]; the loss is the mean cross-entro
 Model and optimizer as nnt-train's with the options scripts/gpu-session.sh gives it:
 GPT2Config(n_layer L, n_embd C, n_head NH, vocab V, n_positions N), GELU tanh, no dropout,
 tied embeddings, transformers' default attention implementation; float32 parameters;
+--family llama: LlamaConfig(hidden_size C, intermediate_size F, NH heads, NKV key/value
+heads, rope_theta X (default 500000), rms_norm_eps 1e-5, tied embeddings, no biases, no
+rope scaling: Llama 3.2 1B's sizes with L 16, C 2048, NH 32, NKV 8, F 8192, V 128256);
 torch.optim.AdamW(fused=True) with lr X (constant), betas 0.9 0.95, eps 1e-8, weight decay
 0.1 on the matrices and embeddings (nnt-train decays those), none on biases and norms;
 gradient clipping to G (default 1, nnt-train's; 0: off). bf16: torch.autocast(bfloat16)
@@ -59,6 +63,10 @@ def parse_args(argv):
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--grad-clip", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
+    p.add_argument("--family", choices=("gpt2", "llama"), default="gpt2")
+    p.add_argument("--kv-heads", type=int, default=0, help="llama: key/value heads (0: NH)")
+    p.add_argument("--hidden", type=int, default=0, help="llama: the MLP's width (0: 4 C)")
+    p.add_argument("--rope-theta", type=float, default=500000.0)
     a = p.parse_args(argv)
     if a.warmup < 1:
         p.error("--warmup must be at least 1 (the first step sets up the kernels)")
@@ -70,7 +78,7 @@ def main(argv):
     import torch
     import torch.nn.functional as F
     import transformers
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu_torch_peer: --device cuda but torch sees no GPU")
@@ -80,11 +88,22 @@ def main(argv):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=a.vocab, n_positions=a.context, n_embd=a.channels,
-                     n_layer=a.layers, n_head=a.heads, activation_function="gelu_new",
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+    if a.family == "llama":
+        cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.channels,
+                          intermediate_size=a.hidden or 4 * a.channels,
+                          num_hidden_layers=a.layers, num_attention_heads=a.heads,
+                          num_key_value_heads=a.kv_heads or a.heads,
+                          max_position_embeddings=a.context, rope_theta=a.rope_theta,
+                          rms_norm_eps=1e-5, tie_word_embeddings=True, attention_bias=False,
+                          mlp_bias=False, attention_dropout=0.0, use_cache=False)
+        model_class = LlamaForCausalLM
+    else:
+        cfg = GPT2Config(vocab_size=a.vocab, n_positions=a.context, n_embd=a.channels,
+                         n_layer=a.layers, n_head=a.heads, activation_function="gelu_new",
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+        model_class = GPT2LMHeadModel
     with torch.device(dev):   # on the GPU: a 1558M model takes long to initialise on the CPU
-        model = GPT2LMHeadModel(cfg).float()
+        model = model_class(cfg).float()
     model.train()
     if a.save_init:
         model.save_pretrained(a.save_init, safe_serialization=True)
@@ -146,7 +165,7 @@ def main(argv):
             first_s = dt
         if s >= a.warmup:
             times.append(dt)
-    out = {"params": params, "mode": a.mode, "device": a.device, "precision": a.precision,
+    out = {"params": params, "family": a.family, "mode": a.mode, "device": a.device, "precision": a.precision,
            "batch": a.batch, "seq": a.seq, "step_s": sum(times) / len(times) if times else None,
            "times": times, "losses": losses, "first_s": first_s,
            "max_mem": torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None,

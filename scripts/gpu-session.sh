@@ -37,6 +37,10 @@
 #            step against the later ones on a machine without performance models (first_step:
 #            its seconds, the later steps', their ratio, the models each kind of worker
 #            calibrated: scripts/gpu-perfmodels.sh) (170)
+#   llama    Llama 3.2 1B's sizes (L16 C2048 NH32 NKV8 F8192 V128256, tied), B4 T1024, bf16:
+#            the PyTorch peer (LlamaForCausalLM; it writes the initial weights) and nnt-train
+#            from those weights on the same tokens: llama_1b_bf16.nnt_s, .torch_eager_s, .mfu,
+#            .first_s, .max_loss_diff (170)
 #   xl       GPT-2 1558M (gpt2-xl: L48 C1600 NH25), B4 T1024, bf16: nnt-train (fresh init)
 #            and the eager peer: gpt2_1558m_bf16.nnt_s, .torch_eager_s, .mfu (nnt's, against
 #            989 TFLOP/s) (200)
@@ -166,6 +170,9 @@ md_of() {
         row("GPT-2 1558M (" g("gpt2_1558m_bf16.shape") ") bf16, s/step",
             g("gpt2_1558m_bf16.nnt_s"), g("gpt2_1558m_bf16.torch_eager_s"), "",
             "nnt MFU " g("gpt2_1558m_bf16.mfu") ", PyTorch MFU " g("gpt2_1558m_bf16.torch_mfu"))
+        row("Llama 1B (" g("llama_1b_bf16.shape") ") bf16, s/step", g("llama_1b_bf16.nnt_s"),
+            g("llama_1b_bf16.torch_eager_s"), "", "nnt MFU " g("llama_1b_bf16.mfu") \
+            ", largest loss difference " g("llama_1b_bf16.max_loss_diff"))
         row("1558M --recompute in core, s/step", g("offload.in_core_s"), "", "", "")
         row("1558M --recompute, --mem-gpu " g("offload.gpu_budget_mib") " MiB of " \
             g("offload.state_mib") " MiB of state, s/step", g("offload.offloaded_s"), "", "",
@@ -423,12 +430,14 @@ torch_fig() { cut -d' ' -f"$2" "$out/$1.fig" 2> /dev/null; }
 # ---- sizes --------------------------------------------------------------------------------------
 if [ $rehearse = 1 ]; then
     small=(2 64 2 512 64 2 32)      # L C NH V context B T
+    llama=(2 64 4 512 64 2 32 2 172)   # ... NKV F
     xl=(3 96 3 512 64 2 32)
     largest_default="L8xC256 L3xC96"
     largest_ram=${NNT_LARGEST_RAM_MIB:-48}
     cpus=(--cpus 2)
 else
     small=(12 768 12 50257 1024 8 1024)
+    llama=(16 2048 32 128256 1024 4 1024 8 8192)
     xl=(48 1600 25 50257 1024 4 1024)
     largest_default="L24xC5120 L19xC5120 L14xC5120"
     largest_ram=${NNT_LARGEST_RAM_MIB:-$(awk '/MemTotal/ { printf "%d", $2 / 1024 * 0.85 }' \
@@ -532,6 +541,42 @@ phase_gpt2() {
              sed 's/;$//; s/;/; /g')
     put first_step perfmodels "$(str "$models")"
     say "first step: $first s, later $later s; $models"
+}
+
+# llama: Llama 3.2 1B's sizes (L16 C2048 NH32 NKV8 F8192 V128256, tied), B4 T1024, bf16:
+# the PyTorch peer (LlamaForCausalLM, its initial weights written) and nnt-train from them
+# on the same tokens (ids below 50257: nanoGPT's files hold uint16)
+phase_llama() {
+    local lim=$1 m=("${llama[@]}")
+    local L=${m[0]} C=${m[1]} NH=${m[2]} V=${m[3]} CTX=${m[4]} B=${m[5]} T=${m[6]}
+    local NKV=${m[7]} F=${m[8]} steps=8 data=$out/tokens-llama.bin init=
+    put llama_1b_bf16 shape "$(str "L$L C$C NH$NH NKV$NKV F$F V$V B$B T$T")"
+    write_tokens "$data" $(((steps + 1) * B * T + 1)) $((V < 50257 ? V : 50257))
+    local half=$((lim / 2))
+    if [ $have_torch = 1 ]; then
+        init=$out/init-llama
+        rm -rf "$init"
+        torch_run torch-llama "$half" $(model_args "${m[@]:0:7}") --family llama \
+            --kv-heads "$NKV" --hidden "$F" --steps $((steps - 2)) --warmup 2 --data "$data" \
+            --save-init "$init"
+        put llama_1b_bf16 torch_eager_s "$(num "$(torch_fig torch-llama 1)")"
+        [ $torch_rc -eq 0 ] && [ -f "$init/config.json" ] || init=
+    fi
+    local from=(--model llama-3.2-1b --layers "$L" --channels "$C" --heads "$NH" \
+                --kv-heads "$NKV" --hidden "$F" --vocab "$V" --context "$CTX")
+    [ -n "$init" ] && from=(--load-hf "$init")
+    nnt_run nnt-llama $((lim - half)) "${from[@]}" --batch "$B" --seq "$T" --steps $steps \
+        --data "$data" --data-format nanogpt --precision bf16 --lr 1e-4 \
+        --peak-gflops $peak_gflops "${cpus[@]}"
+    put llama_1b_bf16 nnt_s "$(num "$(step_s nnt-llama)")"
+    put llama_1b_bf16 mfu "$(num "$(mean_after_first < "$out/nnt-llama.mfu")")"
+    put llama_1b_bf16 first_s "$(num "$(awk 'NR == 1 { print $1 / 1000 }' "$out/nnt-llama.ms")")"
+    if [ -n "$init" ] && [ -s "$out/nnt-llama.loss" ]; then
+        put llama_1b_bf16 max_loss_diff \
+            "$(num "$(max_diff "$out/nnt-llama.loss" "$out/torch-llama.loss")")"
+        say "llama losses nnt:   $(tr '\n' ' ' < "$out/nnt-llama.loss")"
+        say "llama losses torch: $(tr '\n' ' ' < "$out/torch-llama.loss")"
+    fi
 }
 
 phase_first_all() {
@@ -838,10 +883,10 @@ phase_cpubench() {
 }
 
 # defaults: limit and the least worth starting with
-declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [xl]=200 [offload]=300 [largest]=200
+declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [llama]=170 [xl]=200 [offload]=300 [largest]=200
                         [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300
                         [window]=60 [cpuwindow]=60 [steps]=150 [attn]=120 [norm]=120)
-declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [xl]=80 [offload]=100 [largest]=60
+declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [llama]=60 [xl]=80 [offload]=100 [largest]=60
                       [suite]=30 [compile]=90 [kernels]=30 [first-all]=60 [cpubench]=60
                       [window]=20 [cpuwindow]=20 [steps]=45 [attn]=40 [norm]=40)
 : > "$tsv"
