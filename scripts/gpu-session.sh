@@ -21,7 +21,7 @@
 #                                          DIR: a build directory or a GPU bundle)
 #   bash scripts/gpu-session.sh --collect DIR...                        (here, afterwards;
 #                                                   NNT_RESULTS_DIR: another folder than bench/)
-# Without PHASE: the plan, most valuable first: info budget gpt2 xl offload largest suite
+# Without PHASE: the plan, most valuable first: info budget gpt2 llama xl offload largest suite
 # compile. --deadline S (default 570): seconds from the start within which every phase must
 # end.
 #
@@ -258,7 +258,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ $# -gt 0 ] || set -- info budget gpt2 xl offload largest suite compile
+[ $# -gt 0 ] || set -- info budget gpt2 llama xl offload largest suite compile
 invocation="$*"
 
 if [ $rehearse = 1 ]; then

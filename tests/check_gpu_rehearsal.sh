@@ -60,7 +60,8 @@ for k in gpu commit date gpt2_124m_bf16.torch_eager_s gpt2_124m_bf16.torch_compi
 done
 for k in gpt2_124m_bf16.nnt_s gpt2_1558m_bf16.nnt_s gpt2_1558m_bf16.mfu offload.gpu_budget_mib \
          offload.state_mib offload.in_core_s offload.offloaded_s offload.max_loss_diff \
-         largest.parameters largest.step_s first_step.first_s first_step.later_s suite.pass; do
+         largest.parameters largest.step_s first_step.first_s first_step.later_s suite.pass \
+         llama_1b_bf16.nnt_s llama_1b_bf16.first_s; do
     v=$(key "$k")
     is_number "$v" || fail "$k is $v, not a number"
 done

@@ -863,7 +863,9 @@ END_TEST
  * bound (with CUDA workers, which keep float attention, only within it); elsewhere the float
  * results. Two tilings. */
 #define TOL_AT16 1e-2   /* against the float reference; measured (Zen 4) 0.9e-3 (lse) to 2.6e-3 */
-#define TOL_AT_TF32 2e-3   /* TF32 products on an H200: o 1.9e-4 (the first measured) */
+/* TF32 products on an H200 (2026-12-04), tiling 1: o 1.9e-4, lse 6.0e-5, dq 4.6e-4, dk 4.2e-4,
+ * dv 1.4e-4 (tiling 0: 1.5e-7 at most) */
+#define TOL_AT_TF32 5e-3
 START_TEST(attention_under_bf16_precision)
 {
     const double scale = 1.0 / sqrt((double)AT_D);
