@@ -93,15 +93,6 @@ int gemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alp
     return blas_status(st);
 }
 
-/* nnt_cpu_round_f32's rounding of one float's bits to `drop` fewer mantissa bits. */
-__device__ inline uint32_t round_bits(uint32_t u, int drop)
-{
-    const uint32_t mask = ~((1u << drop) - 1u), half = (1u << (drop - 1)) - 1u;
-    if ((u & 0x7f800000u) == 0x7f800000u)
-        return (u & 0x007fffffu) ? (u | 0x00400000u) & mask : u;
-    return (u + half + ((u >> drop) & 1u)) & mask;
-}
-
 __global__ void round_kernel(int64_t n, int drop, const float *x, float *y)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;

@@ -30,6 +30,16 @@ inline int launch_status(void)
     return e == cudaSuccess ? 0 : -(int)e;
 }
 
+/* nnt_cpu_round_f32's rounding of one float's bits to `drop` fewer mantissa bits (16: to
+ * bfloat16, the upper half of the result; to nearest even, NaN stays NaN). */
+__device__ __forceinline__ uint32_t round_bits(uint32_t u, int drop)
+{
+    const uint32_t mask = ~((1u << drop) - 1u), half = (1u << (drop - 1)) - 1u;
+    if ((u & 0x7f800000u) == 0x7f800000u)
+        return (u & 0x007fffffu) ? (u | 0x00400000u) & mask : u;
+    return (u + half + ((u >> drop) & 1u)) & mask;
+}
+
 /* Sum (max) of v over the 32 lanes of a full warp (every lane gets it; fixed order), in v's
  * type: double for the norms' statistics, float for attention's rows. */
 template <class T>

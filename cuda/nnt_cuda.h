@@ -108,6 +108,13 @@ int nnt_cuda_dot_rows(int bf16, int64_t outer, int64_t inner, const void *x, con
 int nnt_cuda_rsqrt_mul_f32(int64_t n, const float *m, const float *n2, float *out,
                            cudaStream_t stream);
 
+/* ---- NF4 (cuda/nf4.cu) ------------------------------------------------------------------------
+ * nf4_dequantize: twin of nnt_cpu_nf4_dequantize (the same bits): n values (a multiple of 64)
+ * from n / 2 bytes of codes and n / 64 absmax, table the 16 NF4 values (host memory:
+ * nnt_cpu_nf4_table), into y (floats, or bf16 bit patterns when y_bf16).                    */
+int nnt_cuda_nf4_dequantize(int64_t n, const uint8_t *codes, const float *absmax,
+                            const float *table, void *y, int y_bf16, cudaStream_t stream);
+
 /* ---- GEMM (cuda/gemm.cu) ---------------------------------------------------------------------
  * Row-major C = alpha op(A) op(B) + beta C for batch matrices, via cublasGemmStridedBatchedEx
  * (float operands, CUBLAS_COMPUTE_32F: full float, no TF32 unless the caller set TF32 math on

@@ -41,6 +41,9 @@
 #            the PyTorch peer (LlamaForCausalLM; it writes the initial weights) and nnt-train
 #            from those weights on the same tokens: llama_1b_bf16.nnt_s, .torch_eager_s, .mfu,
 #            .first_s, .max_loss_diff (170)
+#   qlora    the same sizes with LoRA r 16 on all-linear, the frozen base as it is and in NF4
+#            (--quantize nf4): qlora.none_s, .nf4_s (steps 3-8), .none_ms, .nf4_ms, the
+#            memory lines (150)
 #   xl       GPT-2 1558M (gpt2-xl: L48 C1600 NH25), B4 T1024, bf16: nnt-train (fresh init)
 #            and the eager peer: gpt2_1558m_bf16.nnt_s, .torch_eager_s, .mfu (nnt's, against
 #            989 TFLOP/s) (200)
@@ -218,6 +221,9 @@ md_of() {
                    "over row chunks (NNT_CUDA_NORM_BWD=chunks) %s s, %sx; largest loss " \
                    "difference %s.\n", g("norm.rows_s"), g("norm.chunks_s"),
                    g("norm.speedup"), g("norm.max_loss_diff")
+        if (g("qlora.none_s") != "-" || g("qlora.nf4_s") != "-")
+            printf "\nLoRA on %s: frozen base as it is %s s a step, in NF4 %s s (steps 3-8).\n",
+                   g("qlora.shape"), g("qlora.none_s"), g("qlora.nf4_s")
         if (g("kernels.exit") != "-")
             printf "\nCUDA kernels against the CPU kernels (test_cuda_kernels): exit %s, %s.\n",
                    g("kernels.exit"), g("kernels.checks")
@@ -579,6 +585,26 @@ phase_llama() {
     fi
 }
 
+# qlora: Llama 3.2 1B's sizes with LoRA r 16 on all-linear, B4 T1024 bf16, the frozen base
+# as it is and in NF4 (--quantize nf4: dequantized on the GPU since 2026-12-04)
+phase_qlora() {
+    local lim=$1 m=("${llama[@]}") q
+    local data=$out/tokens-llama.bin
+    [ -f "$data" ] || write_tokens "$data" $((9 * m[5] * m[6] + 1)) \
+        $((m[3] < 50257 ? m[3] : 50257))
+    put qlora shape "$(str "L${m[0]} C${m[1]} NH${m[2]} NKV${m[7]} F${m[8]} V${m[3]} B${m[5]} T${m[6]}, LoRA r 16 all-linear")"
+    for q in none nf4; do
+        nnt_run "qlora-$q" $((lim / 2)) --model llama-3.2-1b $(model_args "${m[@]:0:7}") \
+            --kv-heads "${m[7]}" --hidden "${m[8]}" --steps 8 --data "$data" \
+            --data-format nanogpt --precision bf16 --lr 1e-4 --lora-rank 16 \
+            --lora-targets all-linear --quantize "$q" "${cpus[@]}"
+        put qlora "${q}_s" "$(num "$(awk 'NR >= 3 { s += $1 / 1000; n++ }
+            END { if (n) printf "%.6g", s / n }' "$out/qlora-$q.ms")")"
+        put qlora "${q}_ms" "$(str "$(tr '\n' ' ' < "$out/qlora-$q.ms")(exit $nnt_rc)")"
+        put qlora "${q}_memory" "$(str "$(grep -m1 '^memory:' "$out/qlora-$q.log")")"
+    done
+}
+
 phase_first_all() {
     local lim=$1 m=("${small[@]}")
     local run_home=$out/home-nnt-first-all
@@ -883,10 +909,10 @@ phase_cpubench() {
 }
 
 # defaults: limit and the least worth starting with
-declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [llama]=170 [xl]=200 [offload]=300 [largest]=200
+declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [llama]=170 [qlora]=150 [xl]=200 [offload]=300 [largest]=200
                         [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300
                         [window]=60 [cpuwindow]=60 [steps]=150 [attn]=120 [norm]=120)
-declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [llama]=60 [xl]=80 [offload]=100 [largest]=60
+declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [llama]=60 [qlora]=60 [xl]=80 [offload]=100 [largest]=60
                       [suite]=30 [compile]=90 [kernels]=30 [first-all]=60 [cpubench]=60
                       [window]=20 [cpuwindow]=20 [steps]=45 [attn]=40 [norm]=40)
 : > "$tsv"

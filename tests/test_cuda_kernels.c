@@ -683,6 +683,41 @@ END_TEST
 
 /* Operand rounding: the GPU twins give the CPU's bits (also for NaN, infinities, overflow and
  * subnormals); then TF32 and bf16 products against the CPU GEMM on the rounded operands. */
+/* NF4 dequantization (QLoRA's frozen base on CUDA workers) against the CPU kernel: the same
+ * bits, into floats and into bf16, for random codes and absmax (a zero block, a block of a
+ * tiny absmax whose products are subnormal, one whose bf16 rounding carries), several blocks. */
+START_TEST(test_nf4_dequantize)
+{
+    const int64_t n = 64 * 37, bytes = n / 2 + n / 64 * 4;
+    rng_seed(6464);
+    uint8_t *q = xmalloc((size_t)bytes);
+    for (int64_t i = 0; i < n / 2; i++)
+        q[i] = (uint8_t)rng_u64();
+    float *absmax = (float *)(void *)(q + n / 2);
+    for (int64_t b = 0; b < n / 64; b++)
+        absmax[b] = rng_uniform(0.0f, 3.0f);
+    absmax[3] = 0.0f, absmax[5] = 1e-39f, absmax[7] = 1.00390625f;   /* 1 + 2^-8: carries */
+    uint8_t *dq = dalloc((size_t)bytes);
+    upload(dq, q, (size_t)bytes);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        size_t esize = bf16 ? 2 : 4;
+        void *want = xmalloc((size_t)n * esize), *got = xmalloc((size_t)n * esize);
+        void *dy = dalloc((size_t)n * esize);
+        nnt_cpu_nf4_dequantize(n, q, absmax, want, bf16);
+        NNT_OK(nnt_cuda_nf4_dequantize(n, dq, (const float *)(const void *)(dq + n / 2),
+                                       nnt_cpu_nf4_table(), dy, bf16, g_stream));
+        CUDA_OK(cudaStreamSynchronize(g_stream));
+        CUDA_OK(cudaMemcpy(got, dy, (size_t)n * esize, cudaMemcpyDeviceToHost));
+        check_exact(bf16 ? "nf4 dequantize bf16" : "nf4 dequantize", got, want,
+                    (size_t)n * esize);
+        dfree(dy), free(want), free(got);
+    }
+    ck_assert_int_eq(nnt_cuda_nf4_dequantize(65, dq, NULL, nnt_cpu_nf4_table(), NULL, 0,
+                                             g_stream), -1);   /* not whole blocks */
+    dfree(dq), free(q);
+}
+END_TEST
+
 START_TEST(test_round_and_reduced_gemm)
 {
     const int64_t n = 5000;
@@ -2635,6 +2670,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_gemm_bias_gelu);
     tcase_add_test(tc, test_gemm_lt);
     tcase_add_test(tc, test_round_and_reduced_gemm);
+    tcase_add_test(tc, test_nf4_dequantize);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_rmsnorm_plus_one);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Codelets: one tile converted between float and bfloat16 (buffer 0 the source tile, read;
  * buffer 1 the destination tile of the other dtype, written; same number of elements), and
- * to or from NF4 (quantized or dequantized: CPU only, see nf4_cl). */
+ * to or from NF4 (quantized on CPU workers, dequantized on any worker). */
 #include "../internal.h"
 #include "nnt_cpu.h"
 
@@ -59,34 +59,67 @@ static struct starpu_codelet convert_cl = {
  * its blocks' absmax (n / 64 floats), the other floats or bf16. A buffer 2, read, only
  * orders the task after its writer (nnt_insert_convert's after). */
 struct nf4_args {
-    int to_nf4;     /* 1: quantize into buffer 1, 0: dequantize buffer 0 */
-    int bf16;       /* the other tile holds bf16 (else floats)           */
+    int bf16;       /* the other tile holds bf16 (else floats) */
     int64_t n;
 };
 
-static void nf4_cpu(void *buffers[], void *cl_arg)
+/* Quantizing: CPU only (once, when weights are read or converted). */
+static void nf4_quantize_cpu(void *buffers[], void *cl_arg)
 {
     const struct nf4_args *c = cl_arg;
-    void *src = (void *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    uint8_t *codes = c->to_nf4 ? dst : src;                           // (n / 2)
-    float *absmax = (float *)(void *)(codes + c->n / 2);               // (n / 64)
-    if (c->to_nf4)
-        nnt_cpu_nf4_quantize(c->n, src, c->bf16, codes, absmax);
-    else
-        nnt_cpu_nf4_dequantize(c->n, codes, absmax, dst, c->bf16);
+    const void *src = (const void *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
+    uint8_t *codes = (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]);      // (n / 2)
+    nnt_cpu_nf4_quantize(c->n, src, c->bf16, codes, (float *)(void *)(codes + c->n / 2));
 }
 
+static void nf4_dequantize_cpu(void *buffers[], void *cl_arg)
+{
+    const struct nf4_args *c = cl_arg;
+    const uint8_t *codes = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n / 2)
+    void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);                         // (n)
+    nnt_cpu_nf4_dequantize(c->n, codes, (const float *)(const void *)(codes + c->n / 2), dst,
+                           c->bf16);
+}
+
+#ifdef NNT_CUDA_CODELETS
+static void nf4_dequantize_cuda(void *buffers[], void *cl_arg)
+{
+    const struct nf4_args *c = cl_arg;
+    const uint8_t *codes = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n / 2)
+    void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);                         // (n)
+    if (nnt_cuda_nf4_dequantize(c->n, codes, (const float *)(const void *)(codes + c->n / 2),
+                                nnt_cpu_nf4_table(), dst, c->bf16, nnt_cuda_task_stream()))
+        nnt_task_error("nnt_nf4", "CUDA kernel failed");
+}
+#endif
+
+static struct starpu_perfmodel nf4_quantize_model = {
+    .type = STARPU_HISTORY_BASED,
+    .symbol = "nnt_nf4_quantize",
+};
+
+static struct starpu_codelet nf4_quantize_cl = {
+    .name = "nnt_nf4_quantize",
+    .cpu_funcs = {nf4_quantize_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &nf4_quantize_model,
+};
+
+/* Dequantizing (every product with an NF4 operand of more than 16 rows): on CUDA workers
+ * too, so that a GPU's products read NF4 tiles (4.5 bits a weight) moved once and
+ * dequantized there. */
 static struct starpu_perfmodel nf4_model = {
     .type = STARPU_HISTORY_BASED,
     .symbol = "nnt_nf4",
 };
 
-/* CPU only: a GPU worker's product reads the dequantized tile the CPU made (StarPU moves
- * it); no CUDA kernel of NF4 exists yet. */
 static struct starpu_codelet nf4_cl = {
     .name = "nnt_nf4",
-    .cpu_funcs = {nf4_cpu},
+    .cpu_funcs = {nf4_dequantize_cpu},
+#ifdef NNT_CUDA_CODELETS
+    .cuda_funcs = {nf4_dequantize_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &nf4_model,
 };
@@ -97,8 +130,9 @@ int nnt_insert_convert(nnt_ctx *ctx, nnt_dtype from, nnt_dtype to, int64_t n,
 {
     struct starpu_data_descr bufs[3] = {{src, STARPU_R}, {dst, STARPU_W}, {after, STARPU_R}};
     if (from == NNT_NF4 || to == NNT_NF4) {
-        struct nf4_args c = {to == NNT_NF4, (to == NNT_NF4 ? from : to) == NNT_BF16, n};
-        return nnt_submit(ctx, &nf4_cl, after ? 3 : 2, bufs, &c, sizeof c);
+        struct nf4_args c = {(to == NNT_NF4 ? from : to) == NNT_BF16, n};
+        return nnt_submit(ctx, to == NNT_NF4 ? &nf4_quantize_cl : &nf4_cl, after ? 3 : 2, bufs,
+                          &c, sizeof c);
     }
     struct convert_args c = {to == NNT_BF16};
     return nnt_submit(ctx, &convert_cl, 2, bufs, &c, sizeof c);
