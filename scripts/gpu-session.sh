@@ -40,7 +40,7 @@
 #   llama    Llama 3.2 1B's sizes (L16 C2048 NH32 NKV8 F8192 V128256, tied), B4 T1024, bf16:
 #            the PyTorch peer (LlamaForCausalLM; it writes the initial weights) and nnt-train
 #            from those weights on the same tokens: llama_1b_bf16.nnt_s, .torch_eager_s, .mfu,
-#            .first_s, .max_loss_diff (170)
+#            .first_s, .max_loss_diff; step 2 traced (DEST/llama-trace.svg) (170)
 #   qlora    the same sizes with LoRA r 16 on all-linear, the frozen base as it is and in NF4
 #            (--quantize nf4): qlora.none_s, .nf4_s (steps 3-8), .none_ms, .nf4_ms, the
 #            memory lines (150)
@@ -571,9 +571,11 @@ phase_llama() {
     local from=(--model llama-3.2-1b --layers "$L" --channels "$C" --heads "$NH" \
                 --kv-heads "$NKV" --hidden "$F" --vocab "$V" --context "$CTX")
     [ -n "$init" ] && from=(--load-hf "$init")
+    # step 2 traced (2.79 s against 0.19 s for steps 3-8 on 2026-12-04: DEST/llama-trace.svg,
+    # its per-op table in the log)
     nnt_run nnt-llama $((lim - half)) "${from[@]}" --batch "$B" --seq "$T" --steps $steps \
         --data "$data" --data-format nanogpt --precision bf16 --lr 1e-4 \
-        --peak-gflops $peak_gflops "${cpus[@]}"
+        --peak-gflops $peak_gflops --trace "$dest/llama-trace.svg" --trace-steps 1 "${cpus[@]}"
     put llama_1b_bf16 nnt_s "$(num "$(step_s nnt-llama)")"
     put llama_1b_bf16 mfu "$(num "$(mean_after_first < "$out/nnt-llama.mfu")")"
     put llama_1b_bf16 first_s "$(num "$(awk 'NR == 1 { print $1 / 1000 }' "$out/nnt-llama.ms")")"
