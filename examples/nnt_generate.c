@@ -39,7 +39,7 @@ typedef struct opts {
     int64_t num_samples;                    /* --num-samples: sequences side by side */
     int64_t num_labels;                     /* --num-labels: a language model's directory
                                                read into a classifier (0: as it is)   */
-    double temperature, top_p;
+    double temperature, top_p, min_p, repetition_penalty;
     int tokenizer;                          /* TOK_*, -1: not given          */
     int precision;                          /* nnt_precision                 */
     int quantize;                           /* --quantize none|nf4 (index)   */
@@ -124,10 +124,15 @@ static const cli_option table[] = {
             "the model's)"),
     OPT_REAL("top-p", top_p, 0, 1, "1", CLI_OPEN_MIN, "P", "the most likely tokens of "
              "probability P at least\n(default 1, or the model's)"),
+    OPT_REAL("min-p", min_p, 0, 1, "0", 0, "P", "only the tokens at least P times as likely "
+             "as the\nmost likely one (after the others; default 0: all,\nor the model's)"),
+    OPT_REAL("repetition-penalty", repetition_penalty, 0, 1e6, "1", CLI_OPEN_MIN, "R",
+             "the logits of the tokens already in the sequence\n(prompt too) divided by R "
+             "where positive,\nmultiplied where negative (default 1: none, or\nthe model's)"),
     OPT_CHOICE("generation-config", generation_config, auto_none, "auto", 0, "W",
-               "auto: the temperature, top_k and top_p that the\nmodel directory's "
-               "generation_config.json gives,\nfor those not given here (as vLLM takes "
-               "them);\nnone: nnt-generate's defaults (default auto)"),
+               "auto: the temperature, top_k, top_p, min_p and\nrepetition_penalty that the "
+               "model directory's\ngeneration_config.json gives, for those not given\nhere "
+               "(as vLLM takes them); none: nnt-generate's\ndefaults (default auto)"),
     OPT_INT("seed", seed, 0, CLI_BIG, "0", 0, "S", "sampling seed (default 0)"),
     OPT_INT("num-samples", num_samples, 1, 4096, "1", 0, "N",
             "N continuations of the prompt generated side by\nside (one batch: the weights "
@@ -340,8 +345,9 @@ static int was_given(const char *name)
     return d && given[d - table];
 }
 
-/* --generation-config auto: the temperature, top_k and top_p of the model directory's
- * generation_config.json for those the command line does not give (nnt_model_hf_sampling),
+/* --generation-config auto: the temperature, top_k, top_p, min_p and repetition_penalty of
+ * the model directory's generation_config.json for those the command line does not give
+ * (nnt_model_hf_sampling),
  * said on standard error. 0, or 1 reported. */
 static int generation_defaults(opts *o)
 {
@@ -351,7 +357,7 @@ static int generation_defaults(opts *o)
     int rc = dir ? nnt_model_hf_sampling(dir, &s, &found) : 0;
     if (rc)
         return lib_error("--generation-config auto", rc);
-    char said[128] = "";   /* what is taken (three short items at most) */
+    char said[256] = "";   /* what is taken (five short items at most) */
     int n = 0;
     if ((found & NNT_HF_SAMPLING_TEMPERATURE) && !was_given("temperature")) {
         o->temperature = s.temperature;
@@ -365,6 +371,15 @@ static int generation_defaults(opts *o)
     if ((found & NNT_HF_SAMPLING_TOP_P) && !was_given("top-p")) {
         o->top_p = s.top_p;
         n += snprintf(said + n, sizeof said - (size_t)n, "%stop_p %g", n ? ", " : "", s.top_p);
+    }
+    if ((found & NNT_HF_SAMPLING_MIN_P) && !was_given("min-p")) {
+        o->min_p = s.min_p;
+        n += snprintf(said + n, sizeof said - (size_t)n, "%smin_p %g", n ? ", " : "", s.min_p);
+    }
+    if ((found & NNT_HF_SAMPLING_REPETITION_PENALTY) && !was_given("repetition-penalty")) {
+        o->repetition_penalty = s.repetition_penalty;
+        n += snprintf(said + n, sizeof said - (size_t)n, "%srepetition_penalty %g",
+                      n ? ", " : "", s.repetition_penalty);
     }
     if (n)
         fprintf(stderr, "nnt-generate: sampling with %s from %s/generation_config.json "
@@ -608,6 +623,8 @@ static nnt_sampling sampling_of(const opts *o, const int32_t *eos, size_t neos)
     s.temperature = o->temperature;
     s.top_k = o->top_k;
     s.top_p = o->top_p;
+    s.min_p = o->min_p;
+    s.repetition_penalty = o->repetition_penalty;
     s.seed = (uint64_t)o->seed;
     s.eos_ids = eos;
     s.n_eos_ids = (int64_t)neos;

@@ -1731,20 +1731,32 @@ typedef struct nnt_sampling {
     const int32_t *eos_ids;      /* NULL, or n_eos_ids more ids that stop as eos does: a model's
                                     eos_token_id list (nnt_model_hf_eos_ids)                 */
     int64_t n_eos_ids;
+    /* new in 0.4 (a size without them gets none) */
+    double repetition_penalty;   /* > 0; 1: none. The logits of the tokens of the sequence so
+                                    far (prompt and generated) divided by it where positive,
+                                    multiplied where negative, before everything else (greedy
+                                    too): transformers' repetition_penalty                   */
+    double min_p;                /* in [0, 1]; 0: none. After temperature, top_k and top_p,
+                                    only the tokens whose probability is at least min_p times
+                                    the most likely token's: transformers' min_p             */
 } nnt_sampling;
 
-#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL, NULL, 0 }
+#define NNT_SAMPLING_INIT                                                                      \
+    { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL, NULL, 0, 1.0, 0.0 }
 
 /* The sampling a Hugging Face model directory recommends (new in 0.4), as vLLM takes it:
- * generation_config.json's temperature, top_k and top_p written into *s where the file names
- * them (the other fields, and those it does not name, left as they are); *found the
- * NNT_HF_SAMPLING_* bits of the ones it named (0 without the file, which is no error).
- * do_sample is not read; settings nnt does not apply (repetition_penalty, min_p, ...) at
- * values that would change the sampling are named in a warning (nnt_log). Malformed JSON or
- * a value out of range: NNT_E_FORMAT naming the file and key. */
+ * generation_config.json's temperature, top_k, top_p, repetition_penalty and min_p written
+ * into *s where the file names them (the other fields, and those it does not name, left as
+ * they are; the last two only when s->size holds them); *found the NNT_HF_SAMPLING_* bits of
+ * the ones it named (0 without the file, which is no error). do_sample is not read; settings
+ * nnt does not apply (typical_p, no_repeat_ngram_size, ...) at values that would change the
+ * sampling are named in a warning (nnt_log). Malformed JSON or a value out of range:
+ * NNT_E_FORMAT naming the file and key. */
 #define NNT_HF_SAMPLING_TEMPERATURE 1u
 #define NNT_HF_SAMPLING_TOP_K 2u
 #define NNT_HF_SAMPLING_TOP_P 4u
+#define NNT_HF_SAMPLING_REPETITION_PENALTY 8u
+#define NNT_HF_SAMPLING_MIN_P 16u
 NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *found);
 
 /* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to

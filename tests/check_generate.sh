@@ -4,7 +4,8 @@
 # (tests/fixtures/llama_tiny/gqa) equal transformers' (gqa.greedy_long of generate.safetensors,
 # tests/gen_llama_generate.py), and 40 of a GPT-2 (tests/fixtures/gpt2_gen,
 # tests/gen_gpt2_generate.py), with and without the key/value cache, in fp32 and with
-# --precision bf16; --eos stops at any id of its list, by default at the model directory's
+# --precision bf16; --repetition-penalty gives transformers' ids with that penalty (given or
+# from generation_config.json); --eos stops at any id of its list, by default at the model directory's
 # (generation_config.json, else config.json), with none at none; --chat renders the prompt
 # as transformers' apply_chat_template with the generation prompt, and so does --messages
 # (a conversation of several turns in a file); a GPT-2
@@ -46,6 +47,12 @@ expect no-cache "$want" --load-hf "$gqa" --prompt-ids "59,15,1,58,30" --max-new-
     --temperature 0 --print-ids --no-cache --cpus 2
 expect eos "24 26 16 8" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
     --temperature 0 --eos 8 --print-ids --cpus 2
+# --repetition-penalty 1.3: transformers' generate(repetition_penalty=1.3) (gqa.rep_greedy of
+# sampling.safetensors, tests/gen_sampling_fixtures.py); taken from generation_config.json
+# too (below)
+rep_want="24 26 16 8 32 56 46 50 49 24 12 12 12 12 12 12 12 12 12 12"
+expect repetition_penalty "$rep_want" --load-hf "$gqa" --prompt-ids "$prompt" \
+    --max-new-tokens 20 --temperature 0 --repetition-penalty 1.3 --print-ids --cpus 2
 expect eos_list "24 26" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
     --temperature 0 --eos 40,26 --print-ids --cpus 2
 # --eos auto (the default): generation_config.json's eos_token_id list (an id beyond the
@@ -64,19 +71,19 @@ expect eos_none "$want" --load-hf "$tmp/gqa_eos" --prompt-ids "$prompt" --max-ne
 # what the command line does not give, as vLLM takes it: top_k 1 samples the greedy ids at
 # the default temperature 1; --top-k 0 given overrides it (the run without the file, seed
 # 4), and so does --generation-config none; temperature 0 from the file is greedy too; the
-# line on stderr names what it took; repetition_penalty is named as not applied; a top_p
-# above 1 is refused naming the file
+# line on stderr names what it took; typical_p is named as not applied; a top_p above 1 is
+# refused naming the file
 mkdir "$tmp/gqa_gc"
 cp "$gqa/model.safetensors" "$gqa/config.json" "$tmp/gqa_gc/"
 sampled=$("$prog" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 --seed 4 \
     --top-k 0 --print-ids --cpus 2 2> /dev/null)
 [ -n "$sampled" ] && [ "$sampled" != "$want" ] || fail "gqa sampled: '$sampled' (the greedy ids?)"
-echo '{"top_k": 1, "repetition_penalty": 1.05}' > "$tmp/gqa_gc/generation_config.json"
+echo '{"top_k": 1, "typical_p": 0.9}' > "$tmp/gqa_gc/generation_config.json"
 expect gc_top_k "$want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
     --seed 4 --print-ids --cpus 2
 grep -q "^nnt-generate: sampling with top_k 1 from $tmp/gqa_gc/generation_config.json" "$tmp/gc_top_k.err" &&
-    grep -q "repetition_penalty 1.05 is not applied" "$tmp/gc_top_k.err" ||
-    { fail "gc_top_k: no line naming the sampling taken, or repetition_penalty"; cat "$tmp/gc_top_k.err"; }
+    grep -q "typical_p 0.9 is not applied" "$tmp/gc_top_k.err" ||
+    { fail "gc_top_k: no line naming the sampling taken, or typical_p"; cat "$tmp/gc_top_k.err"; }
 expect gc_given "$sampled" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
     --seed 4 --top-k 0 --print-ids --cpus 2
 grep -q "sampling with" "$tmp/gc_given.err" && fail "gc_given: the file's top_k said taken"
@@ -89,6 +96,13 @@ expect gc_greedy "$want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-ne
 echo '{"top_k": 1}' > "$tmp/gqa_gc/generation_config.json"
 expect gc_off "$sampled" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
     --seed 4 --top-k 0 --generation-config none --print-ids --cpus 2
+echo '{"temperature": 0.0, "repetition_penalty": 1.3, "min_p": 0.5}' \
+    > "$tmp/gqa_gc/generation_config.json"
+expect gc_repetition_penalty "$rep_want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" \
+    --max-new-tokens 20 --print-ids --cpus 2
+grep -q "sampling with temperature 0, min_p 0.5, repetition_penalty 1.3 from" \
+    "$tmp/gc_repetition_penalty.err" ||
+    { fail "gc_repetition_penalty: no line naming them"; cat "$tmp/gc_repetition_penalty.err"; }
 echo '{"top_p": 1.5}' > "$tmp/gqa_gc/generation_config.json"
 "$prog" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 4 --cpus 2 \
     > /dev/null 2> "$tmp/gc_bad.err"
@@ -463,6 +477,9 @@ bad 2 "--tokenizer-json excludes" --load-hf "$gqa" --prompt "hello" --tokenizer-
     --vocab v --merges m
 bad 1 "nnt_tokenizer_hf_load" --load-hf "$gqa" --prompt "hello" --tokenizer-json "$tmp/none.json"
 bad 2 "--top-p: 0 is out of range (0 to 1, 0 excluded)" --load-hf "$gqa" --prompt-ids 1 --top-p 0
+bad 2 "--repetition-penalty: 0 is out of range" --load-hf "$gqa" --prompt-ids 1 \
+    --repetition-penalty 0
+bad 2 "--min-p: 1.5 is out of range" --load-hf "$gqa" --prompt-ids 1 --min-p 1.5
 bad 2 "--num-samples: 0 is out of range" --load-hf "$gqa" --prompt-ids 1 --num-samples 0
 # an unknown option given last is unknown, not "needs a value"; --version
 bad 2 "unknown option '--max-new'" --load-hf "$gqa" --prompt-ids 1 --max-new

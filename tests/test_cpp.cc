@@ -376,6 +376,13 @@ void test_training(nnt::context &ctx)
     s.seed = 7;
     std::vector<std::int32_t> g1 = m.generate({4, 5}, 6, &s), g2 = m.generate({4, 5}, 6, &s);
     EXPECT(g1.size() == 6 && g1 == g2);
+    nnt::sampling sp = s;   // the fields new in 0.4 through the C++ structure too
+    sp.repetition_penalty = 1.5;
+    sp.min_p = 0.05;
+    std::vector<std::int32_t> g3 = m.generate({4, 5}, 6, &sp), g4 = m.generate({4, 5}, 6, &sp);
+    EXPECT(g3.size() == 6 && g3 == g4);
+    sp.min_p = 2.0;
+    EXPECT_ERROR(NNT_E_INVAL, "min_p 2 must be in [0, 1]", m.generate({4, 5}, 6, &sp));
     // text in, text out: the prompt's ids (bytes below the model's vocabulary), then g1's
     nnt::tokenizer bytes = nnt::tokenizer::bytes();
     std::string text = m.generate_text(bytes.get(), "\x04\x05", 6, &s), want = "\x04\x05";

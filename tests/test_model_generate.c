@@ -241,6 +241,123 @@ START_TEST(test_sampling)
 }
 END_TEST
 
+/* ---- repetition penalty and min_p against transformers' processors ---------------------- */
+
+/* tests/fixtures/llama_tiny/sampling.safetensors (tests/gen_sampling_fixtures.py) */
+enum { SV = 300 };
+
+/* RepetitionPenaltyLogitsProcessor of 1.3 and 0.8 on logits on a grid (ties, zeros, both
+ * signs) for a sequence with repeats, split as prompt and generated tokens several ways: the
+ * same bits (a float multiply or divide per token seen, once however often it is seen); a
+ * sampler penalizing again gives them again. Then the candidates transformers' temperature,
+ * top_k, top_p and min_p warpers leave, in generate's order, for 8 settings: the same set. */
+START_TEST(test_sampler_hf)
+{
+    nnt_st_reader *r = open_fixture("sampling.safetensors");
+    int64_t nv = 0, nids = 0;
+    float *logits = fixture_read_n(r, "proc.logits", NNT_IO_F32, &nv);
+    int32_t *ids = fixture_read_n(r, "proc.ids", NNT_IO_I32, &nids);
+    ck_assert_int_eq(nv, SV);
+    static const int penalties[2] = {130, 80};
+    for (int pi = 0; pi < 2; pi++) {
+        char name[32];
+        snprintf(name, sizeof name, "proc.rep%d", penalties[pi]);
+        float *want = fixture_read(r, name, NNT_IO_F32, NULL);
+        nnt_sampler sm;
+        EXPECT_OK(nnt_sampler_init(&sm, ctx, "test", SV, 1.0, 0));
+        sm.repetition_penalty = penalties[pi] / 100.0;
+        const int64_t splits[3] = {nids, 23, 1};
+        for (int si = 0; si < 3 * 2; si++) {   /* each split twice: the stamps start over */
+            const nnt_sample_seq q = {ids, splits[si / 2], ids + splits[si / 2],
+                                      nids - splits[si / 2]};
+            const float *got = nnt_sampler_penalize(&sm, logits, &q);
+            ck_assert_ptr_nonnull(got);
+            for (int v = 0; v < SV; v++)
+                ck_assert_msg(memcmp(&got[v], &want[v], sizeof *got) == 0, "repetition_penalty "
+                              "%g, prompt %lld: token %d: %.9g, transformers' %.9g",
+                              sm.repetition_penalty, (long long)splits[si / 2], v,
+                              (double)got[v], (double)want[v]);
+        }
+        nnt_sampler_free(&sm);
+        free(want);
+    }
+    int64_t nparams = 0;
+    float *wl = fixture_read_n(r, "warp.logits", NNT_IO_F32, &nv);
+    double *params = fixture_read_n(r, "warp.params", NNT_IO_F64, &nparams);
+    int32_t *kept = fixture_read(r, "warp.kept", NNT_IO_I32, NULL);
+    int min_p_cuts = 0;
+    for (int64_t c = 0; c < nparams / 4; c++) {
+        const double *pc = params + 4 * c;
+        nnt_sampler sm;
+        EXPECT_OK(nnt_sampler_init(&sm, ctx, "test", SV, pc[0], (int64_t)pc[1]));
+        sm.top_p = pc[2];
+        sm.min_p = pc[3];
+        int64_t k = nnt_sampler_candidates(&sm, wl);
+        int32_t mask[SV] = {0};
+        for (int64_t j = 0; j < k; j++)
+            mask[sm.cand[j].id] = 1;
+        int64_t hf = 0;
+        for (int v = 0; v < SV; v++) {
+            hf += kept[c * SV + v];
+            ck_assert_msg(mask[v] == kept[c * SV + v], "temperature %g top_k %g top_p %g min_p "
+                          "%g: token %d %s, transformers %s it (%lld candidates, %lld there)",
+                          pc[0], pc[1], pc[2], pc[3], v, mask[v] ? "kept" : "dropped",
+                          kept[c * SV + v] ? "keeps" : "drops", (long long)k, (long long)hf);
+        }
+        min_p_cuts += pc[3] > 0.0 && pc[3] < 1.0;
+        nnt_sampler_free(&sm);
+    }
+    ck_assert_int_ge(min_p_cuts, 5);
+    free(wl), free(params), free(kept), free(logits), free(ids);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* Greedy generation with a repetition penalty (1.3 on gqa, 0.8 on qwen3: tokens discouraged
+ * and encouraged) against transformers' generate(repetition_penalty=...), which differs from
+ * plain greedy decoding in both; one sequence with the cache, without it, and two side by
+ * side (generate_n), _i = model * 2 + tiling. */
+START_TEST(test_repetition_penalty_hf)
+{
+    const fix_model *m = &MODELS[_i / 2 ? 2 : 0];
+    nnt_st_reader *r = open_fixture("sampling.safetensors");
+    char name[64];
+    snprintf(name, sizeof name, "%s.rep_prompt", m->name);
+    int32_t *prompt = fixture_read(r, name, NNT_IO_I32, NULL);
+    snprintf(name, sizeof name, "%s.rep_greedy", m->name);
+    int32_t *want = fixture_read(r, name, NNT_IO_I32, NULL);
+    snprintf(name, sizeof name, "%s.rep_margin", m->name);
+    float *margin = fixture_read(r, name, NNT_IO_F32, NULL), least = INFINITY;
+    for (int i = 0; i < NGEN; i++)
+        least = fminf(least, margin[i]);
+    nnt_st_close(r);
+    int32_t *greedy = read_ids(m, "greedy", NGEN), got[2 * NGEN];
+    ck_assert_msg(!same_ids(want, greedy, NGEN), "the fixture's penalty changes nothing");
+    nnt_layer *l = load(m, MAXPOS, 1, NPROMPT + NGEN, &TILINGS[_i % 2 ? 1 : 0]);
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.temperature = 0.0;
+    s.repetition_penalty = m == &MODELS[0] ? 1.3 : 0.8;
+    char label[64];
+    for (int way = 0; way < 3; way++) {
+        s.no_cache = way == 1;
+        if (way < 2)
+            EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, got));
+        else
+            EXPECT_OK(nnt_model_generate_n(l, prompt, NPROMPT, 2, NGEN, &s, got));
+        for (int q = 0; q < (way == 2 ? 2 : 1); q++) {
+            snprintf(label, sizeof label, "%s repetition_penalty %g %s %d", m->name,
+                     s.repetition_penalty, way == 0 ? "cache" : way == 1 ? "no cache" : "n", q);
+            expect_ids(got + q * NGEN, want, NGEN, label);
+        }
+    }
+    printf("test_model_generate %s repetition_penalty %g tiling %d: %d tokens equal "
+           "transformers' (smallest margin %.2e)\n", m->name, s.repetition_penalty, _i % 2,
+           NGEN, (double)least);
+    nnt_layer_destroy(l);
+    free(prompt), free(want), free(margin), free(greedy);
+}
+END_TEST
+
 /* ---- the GPT-2 path -------------------------------------------------------------------------- */
 
 START_TEST(test_gpt2_path)
@@ -621,6 +738,25 @@ START_TEST(test_top_p_eos)
     s.size = offsetof(nnt_sampling, eos_ids);
     EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
     expect_ids(a, greedy, NGEN, "the size before eos_ids");
+    /* 0.3's last size, before repetition_penalty: not read (a penalty of 1.3 would change
+     * gqa's greedy tokens: test_repetition_penalty_hf) */
+    s = (nnt_sampling)NNT_SAMPLING_INIT;
+    s.temperature = 0.0;
+    s.repetition_penalty = 1.3;
+    s.min_p = 7.0;
+    s.size = offsetof(nnt_sampling, repetition_penalty);
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
+    expect_ids(a, greedy, NGEN, "the size before repetition_penalty");
+    s.size = sizeof s;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                    "nnt_model_generate: min_p 7 must be in [0, 1]");
+    s.min_p = 0.0;
+    double bad_penalty[3] = {0.0, -1.0, INFINITY};
+    for (int i = 0; i < 3; i++) {
+        s.repetition_penalty = bad_penalty[i];
+        EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                        "nnt_model_generate: repetition_penalty");
+    }
     nnt_layer_destroy(l);
     free(prompt);
     free(greedy);
@@ -720,21 +856,31 @@ START_TEST(test_hf_sampling)
     ck_assert(s.temperature == 1.0 && s.top_k == 40 && s.top_p == 0.95);
     ck_assert(found & NNT_HF_SAMPLING_TOP_P);
     ck_assert(!(found & NNT_HF_SAMPLING_TEMPERATURE));
+    /* Qwen2.5-Instruct's kind: repetition_penalty and min_p taken (new in 0.4) */
+    write_file(dir, "generation_config.json", "{\"repetition_penalty\": 1.05, \"min_p\": 0.1, "
+               "\"top_k\": 20}");
+    s = (nnt_sampling)NNT_SAMPLING_INIT;
+    EXPECT_OK(nnt_model_hf_sampling(dir, &s, &found));
+    ck_assert_uint_eq(found, NNT_HF_SAMPLING_REPETITION_PENALTY | NNT_HF_SAMPLING_MIN_P |
+                             NNT_HF_SAMPLING_TOP_K);
+    ck_assert(s.repetition_penalty == 1.05 && s.min_p == 0.1 && s.top_k == 20);
     static const char *const BAD[] = {"{\"temperature\": -0.5}", "{\"top_p\": 0}",
                                       "{\"top_p\": 1.01}", "{\"top_k\": -3}",
                                       "{\"top_k\": \"20\"}", "{\"temperature\": 0.7,}",
-                                      "{\"top_k\": 4294967296}"};
+                                      "{\"top_k\": 4294967296}", "{\"repetition_penalty\": 0}",
+                                      "{\"min_p\": 1.5}", "{\"min_p\": -0.1}"};
     static const char *const KEY[] = {"temperature", "top_p", "top_p", "top_k", "top_k",
-                                      "generation_config.json", "top_k"};
-    for (int i = 0; i < 7; i++) {
+                                      "generation_config.json", "top_k", "repetition_penalty",
+                                      "min_p", "min_p"};
+    for (int i = 0; i < 10; i++) {
         write_file(dir, "generation_config.json", BAD[i]);
         s = (nnt_sampling)NNT_SAMPLING_INIT;
         int rc = nnt_model_hf_sampling(dir, &s, &found);
         ck_assert_msg(rc == NNT_E_FORMAT && strstr(nnt_ctx_last_error(NULL), KEY[i]) &&
                       strstr(nnt_ctx_last_error(NULL), "generation_config.json"),
                       "%s: rc %d '%s'", BAD[i], rc, nnt_ctx_last_error(NULL));
-        ck_assert_msg(s.temperature == 1.0 && s.top_k == 40 && s.top_p == 1.0,
-                      "%s: s changed", BAD[i]);
+        ck_assert_msg(s.temperature == 1.0 && s.top_k == 40 && s.top_p == 1.0 &&
+                      s.repetition_penalty == 1.0 && s.min_p == 0.0, "%s: s changed", BAD[i]);
     }
     EXPECT_FAIL_MSG(nnt_model_hf_sampling(NULL, &s, &found), NNT_E_INVAL, "dir is NULL");
     EXPECT_FAIL_MSG(nnt_model_hf_sampling(dir, NULL, &found), NNT_E_INVAL, "s is NULL");
@@ -1089,8 +1235,8 @@ START_TEST(test_sampler_top_k)
             int32_t first = -1;
             for (int d = 0; d < DRAWS; d++) {
                 int32_t ta = -1, tb = -2;
-                EXPECT_OK(nnt_sampler_pick(&a, ctx, "test", logits, ra, &ta));
-                EXPECT_OK(nnt_sampler_pick(&b, ctx, "test", masked, rb, &tb));
+                EXPECT_OK(nnt_sampler_pick(&a, ctx, "test", logits, NULL, ra, &ta));
+                EXPECT_OK(nnt_sampler_pick(&b, ctx, "test", masked, NULL, rb, &tb));
                 ck_assert_msg(ta == tb, "top_k %lld temperature %g draw %d: %d, the sort of "
                               "all %d", (long long)k, temps[ti], d, (int)ta, (int)tb);
                 ck_assert_msg(masked[ta] > -1e6f, "top_k %lld: token %d is not among the k "
@@ -1156,8 +1302,8 @@ START_TEST(test_sampler_top_p)
                 nnt_sampler_seed(rb, 7 + (uint64_t)n);
                 for (int d = 0; d < DRAWS; d++) {
                     int32_t ta = -1, tb = -2;
-                    EXPECT_OK(nnt_sampler_pick(&a, ctx, "test", logits, ra, &ta));
-                    EXPECT_OK(nnt_sampler_pick(&b, ctx, "test", logits, rb, &tb));
+                    EXPECT_OK(nnt_sampler_pick(&a, ctx, "test", logits, NULL, ra, &ta));
+                    EXPECT_OK(nnt_sampler_pick(&b, ctx, "test", logits, NULL, rb, &tb));
                     ck_assert_msg(ta == tb, "scale %g temperature %g top_p %g (nucleus %lld): "
                                   "draw %d: %d, the nucleus's %d", scales[si], temps[ti],
                                   ps[pi], (long long)n, d, (int)ta, (int)tb);
@@ -1264,6 +1410,8 @@ static Suite *generate_suite(void)
     tcase_add_loop_test(tc, test_generate_n, 0, 9);
     tcase_add_loop_test(tc, test_generate_batch, 0, 12);
     tcase_add_test(tc, test_sampler_top_k);
+    tcase_add_test(tc, test_sampler_hf);
+    tcase_add_loop_test(tc, test_repetition_penalty_hf, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -40,6 +40,7 @@
 
 #include "../layers/generic.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,7 +277,9 @@ static int gen_pick(gen *g, nnt_ctx *ctx, const char *fn, const nnt_sampling *s,
         const float *lr = g->logits + (g->rows == g->nseq ? r : prompt_of_seq(g, r)) * V;
         if (trace)
             memcpy(trace + (r * ngen + i) * V, lr, (size_t)V * sizeof *trace);
-        NNT_TRY(nnt_sampler_pick(&g->sm, ctx, fn, lr, g->rng[r], &o[i]));
+        const int64_t src = prompt_of_seq(g, r);
+        const nnt_sample_seq seq = {g->p.ids[src], g->p.len[src], o, i};
+        NNT_TRY(nnt_sampler_pick(&g->sm, ctx, fn, lr, &seq, g->rng[r], &o[i]));
         if (s->on_token)
             s->on_token(s->on_token_arg, r * ngen + i, o[i]);
         if (is_eos(s, o[i])) {   /* the rest is that eos, unrun */
@@ -315,6 +318,8 @@ static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_confi
         g.reprefill = cfg->rope.original_max_position + 1;
     int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k);
     g.sm.top_p = s->top_p;
+    g.sm.min_p = s->min_p;
+    g.sm.repetition_penalty = s->repetition_penalty;
     if (rc == 0)
         rc = gen_alloc(&g, model->ctx, fn, V, s->seed);
     int distribution = model->ctx->distribution;
@@ -350,16 +355,24 @@ static int read_sampling(const nnt_ctx *ctx, const char *fn, const nnt_sampling 
         out->top_k = 0;
         return NNT_OK;
     }
-    /* the 0.2 struct ends before top_p, 0.3's first form before eos_ids */
-    if (s->size != offsetof(nnt_sampling, eos_ids))
-        NNT_TRY(nnt_check_struct_size(ctx, fn, "s->size", s->size, sizeof(nnt_sampling),
-                                      offsetof(nnt_sampling, top_p),
-                                      "initialise it with NNT_SAMPLING_INIT"));
+    /* the 0.2 struct ends before top_p, 0.3's first form before eos_ids, 0.3's last before
+     * repetition_penalty */
+    static const size_t older[3] = {offsetof(nnt_sampling, top_p),
+                                    offsetof(nnt_sampling, eos_ids),
+                                    offsetof(nnt_sampling, repetition_penalty)};
+    NNT_TRY(nnt_check_struct_sizes(ctx, fn, "s->size", s->size, sizeof(nnt_sampling), older, 3,
+                                   "initialise it with NNT_SAMPLING_INIT"));
     memcpy(out, s, s->size);
     out->size = sizeof *out;
     if (!(out->top_p > 0.0 && out->top_p <= 1.0))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: top_p %g must be in (0, 1] (1: all tokens)", fn,
                         out->top_p);
+    if (!(out->min_p >= 0.0 && out->min_p <= 1.0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: min_p %g must be in [0, 1] (0: all tokens)", fn,
+                        out->min_p);
+    if (!(out->repetition_penalty > 0.0 && isfinite(out->repetition_penalty)))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: repetition_penalty %g must be finite and above 0 "
+                        "(1: none)", fn, out->repetition_penalty);
     if (out->eos < -1 || out->eos >= V)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: eos %d must be -1 (none) or in [0, %lld)", fn,
                         (int)out->eos, (long long)V);

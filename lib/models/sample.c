@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- xoshiro256** (Blackman and Vigna), its state seeded through splitmix64 ------------- */
 
@@ -76,8 +77,11 @@ void nnt_sampler_seed(uint64_t rng[4], uint64_t seed)
 int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_t V,
                      double temperature, int64_t top_k)
 {
+    memset(sm, 0, sizeof *sm);
     sm->temperature = temperature;
     sm->top_k = top_k;
+    sm->top_p = 1.0;
+    sm->repetition_penalty = 1.0;
     sm->V = V;
     sm->cand = malloc((size_t)V * sizeof *sm->cand);
     if (!sm->cand)
@@ -88,7 +92,11 @@ int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_
 void nnt_sampler_free(nnt_sampler *sm)
 {
     free(sm->cand);
+    free(sm->penalized);
+    free(sm->stamp);
     sm->cand = NULL;
+    sm->penalized = NULL;
+    sm->stamp = NULL;
 }
 
 /* Larger logit first, then the lower id: a total order, so qsort's result is unique. */
@@ -219,36 +227,89 @@ static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max, dou
     return 0;
 }
 
-int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const float *l,
-                     uint64_t rng[4], int32_t *token)
+/* Of the first k candidates, those of weight >= min_p (the largest logit's weight is 1), in
+ * their order: a prefix when they are in (logit, id) order, else compacted (at least 1). */
+static int64_t min_p_cut(nnt_sampler *sm, int64_t k, double max)
 {
-    int64_t V = sm->V, best = 0;
-    for (int64_t v = 0; v < V; v++) {
-        if (!isfinite(l[v]))
-            return nnt_fail(ctx, NNT_E_STATE, "%s: logit of token %lld is %g (diverged "
-                            "weights?)", fn, (long long)v, (double)l[v]);
-        best = l[v] > l[best] ? v : best;   /* the lowest id on ties */
-    }
-    all_candidates(sm, l);
-    if (sm->temperature == 0.0) {
-        *token = (int32_t)best;
-        return NNT_OK;
-    }
-    int64_t k = V;
+    nnt_sample_cand *c = sm->cand;
+    int64_t kept = 0;
+    for (int64_t j = 0; j < k; j++)
+        if (exp((c[j].logit - max) / sm->temperature) >= sm->min_p)
+            c[kept++] = c[j];
+    return kept > 0 ? kept : 1;
+}
+
+/* The largest logit's index (the lowest id on ties) */
+static int64_t argmax(const float *l, int64_t V)
+{
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; v++)
+        best = l[v] > l[best] ? v : best;
+    return best;
+}
+
+int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l)
+{
+    int64_t V = sm->V, k = V;
+    double max = l[argmax(l, V)];
     int nucleus = sm->top_p > 0.0 && sm->top_p < 1.0;
     double total = -1.0;   /* the candidates' weights (< 0: not summed yet) */
+    all_candidates(sm, l);
     if (sm->top_k > 0 && sm->top_k < V) {   /* the k best, in (logit, id) order */
         k = sm->top_k;
         first_k(sm->cand, V, k);
-    } else if (nucleus && (k = nucleus_of_first(sm, l, l[best], &total)) > 0) {
-        *token = draw(sm, rng, k, l[best]);
-        return NNT_OK;
-    } else if (nucleus) {   /* all, in (logit, id) order */
-        k = V;
+        if (nucleus)
+            k = nucleus_size(sm, k, max, total);
+    } else if (nucleus && (k = nucleus_of_first(sm, l, max, &total)) == 0) {
+        k = V;   /* all, in (logit, id) order */
         qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
+        k = nucleus_size(sm, k, max, total);
+    } else if (!nucleus) {
+        k = V;
     }
-    if (nucleus)
-        k = nucleus_size(sm, k, l[best], total);
-    *token = draw(sm, rng, k, l[best]);
+    if (sm->min_p > 0.0)
+        k = min_p_cut(sm, k, max);
+    return k;
+}
+
+const float *nnt_sampler_penalize(nnt_sampler *sm, const float *l, const nnt_sample_seq *q)
+{
+    if (!q || sm->repetition_penalty == 1.0)
+        return l;
+    if (!sm->penalized) {
+        sm->penalized = malloc((size_t)sm->V * sizeof *sm->penalized);
+        sm->stamp = calloc((size_t)sm->V, sizeof *sm->stamp);
+        if (!sm->penalized || !sm->stamp)
+            return NULL;
+    }
+    memcpy(sm->penalized, l, (size_t)sm->V * sizeof *l);
+    const float p = (float)sm->repetition_penalty;
+    const int64_t stamp = ++sm->picks;
+    for (int64_t i = 0; i < q->nprompt + q->ngen; i++) {
+        int32_t t = nnt_generate_token_at(q->prompt, q->nprompt, q->gen, i);
+        if (sm->stamp[t] == stamp)
+            continue;   /* seen already in this pick (transformers' mask of the ids seen) */
+        sm->stamp[t] = stamp;
+        sm->penalized[t] = l[t] < 0.0f ? l[t] * p : l[t] / p;
+    }
+    return sm->penalized;
+}
+
+int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const float *l,
+                     const nnt_sample_seq *seq, uint64_t rng[4], int32_t *token)
+{
+    int64_t V = sm->V;
+    for (int64_t v = 0; v < V; v++)
+        if (!isfinite(l[v]))
+            return nnt_fail(ctx, NNT_E_STATE, "%s: logit of token %lld is %g (diverged "
+                            "weights?)", fn, (long long)v, (double)l[v]);
+    if (!(l = nnt_sampler_penalize(sm, l, seq)))
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory (repetition penalty)", fn);
+    if (sm->temperature == 0.0) {
+        *token = (int32_t)argmax(l, V);
+        return NNT_OK;
+    }
+    int64_t k = nnt_sampler_candidates(sm, l);
+    *token = draw(sm, rng, k, l[argmax(l, V)]);
     return NNT_OK;
 }

@@ -9,8 +9,13 @@
  * of softmax((logit - max) / temperature) exceeds u times the sum; the candidates are the
  * top_k largest logits ordered by logit then id (top_k > 0 and < V), else every token by id;
  * with top_p in (0, 1) (set after nnt_sampler_init), only the first of those in (logit, id)
- * order whose weights sum to >= top_p times the candidates' total (at least one).
- * Everything in double on the host. */
+ * order whose weights sum to >= top_p times the candidates' total (at least one); with min_p
+ * in (0, 1], only those whose weight is at least min_p times the largest weight (that of the
+ * largest logit: 1), in the order they had. Everything in double on the host. Before all
+ * that (greedy too), with repetition_penalty other than 1, the logits of the tokens in the
+ * sequence so far (prompt and generated) are divided by it where positive and multiplied
+ * where negative, in float: transformers' order (RepetitionPenaltyLogitsProcessor, then the
+ * temperature, top_k, top_p and min_p warpers). */
 #ifndef NNT_MODELS_SAMPLE_H
 #define NNT_MODELS_SAMPLE_H
 
@@ -28,9 +33,22 @@ typedef struct nnt_sampler {
     double temperature;       /* 0: greedy                                                  */
     int64_t top_k;            /* > 0: only the top_k largest logits; 0: all                 */
     double top_p;             /* in (0, 1): nucleus of the candidates; else all             */
+    double min_p;             /* in (0, 1]: the candidates of weight >= min_p; 0: all        */
+    double repetition_penalty;   /* > 0; 1: none (the init value)                          */
     int64_t V;
     nnt_sample_cand *cand;    // (V)
+    float *penalized;         // (V) the logits with the penalty (allocated at its first use)
+    int64_t *stamp;           // (V) the pick that last penalized each token
+    int64_t picks;            /* picks that applied the penalty                              */
 } nnt_sampler;
+
+/* The sequence a pick continues: its prompt, then the tokens generated so far. */
+typedef struct nnt_sample_seq {
+    const int32_t *prompt;
+    int64_t nprompt;
+    const int32_t *gen;
+    int64_t ngen;
+} nnt_sample_seq;
 
 /* The checks of a generate call over a vocabulary of V, errors NNT_E_INVAL naming fn: prompt
  * and out (when ngen > 0) not NULL, nprompt >= 1, ngen >= 0, every prompt id in [0, V),
@@ -39,18 +57,26 @@ int nnt_generate_check(const nnt_ctx *ctx, const char *fn, int64_t V, const int3
                        int64_t nprompt, int64_t ngen, double temperature, int64_t top_k,
                        const int32_t *out);
 
-/* A sampler over V tokens (NNT_E_NOMEM naming fn); free it with nnt_sampler_free, also after
- * a failure. */
+/* A sampler over V tokens (NNT_E_NOMEM naming fn), top_p 1, min_p 0 and repetition_penalty
+ * 1 (set them after); free it with nnt_sampler_free, also after a failure. */
 int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_t V,
                      double temperature, int64_t top_k);
 void nnt_sampler_free(nnt_sampler *sm);
 
 /* A sequence's generator state rng (xoshiro256**) seeded with seed. */
 void nnt_sampler_seed(uint64_t rng[4], uint64_t seed);
-/* The next token from logits (V) of the last position, with the sequence's generator rng
- * (advanced when sampling); NNT_E_STATE naming fn if a logit is not finite. */
+/* The next token from logits (V) of the last position of sequence seq (NULL: no penalty),
+ * with the sequence's generator rng (advanced when sampling); NNT_E_STATE naming fn if a logit
+ * is not finite, NNT_E_NOMEM. */
 int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const float *logits,
-                     uint64_t rng[4], int32_t *token);
+                     const nnt_sample_seq *seq, uint64_t rng[4], int32_t *token);
+
+/* The steps of a pick, for tests: the logits with the repetition penalty for seq (logits
+ * itself when there is none; NULL out of memory); the candidates of (finite) logits l left in
+ * sm->cand[0..k), k returned (temperature > 0). */
+const float *nnt_sampler_penalize(nnt_sampler *sm, const float *logits,
+                                  const nnt_sample_seq *seq);
+int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l);
 
 /* Token i of the sequence so far: the prompt, then what has been generated. */
 static inline int32_t nnt_generate_token_at(const int32_t *prompt, int64_t nprompt,
