@@ -315,8 +315,8 @@ END_TEST
 
 /* Greedy generation with a repetition penalty (1.3 on gqa, 0.8 on qwen3: tokens discouraged
  * and encouraged) against transformers' generate(repetition_penalty=...), which differs from
- * plain greedy decoding in both; one sequence with the cache, without it, and two side by
- * side (generate_n), _i = model * 2 + tiling. */
+ * plain greedy decoding in both; one sequence with the cache, without it, two side by side
+ * (generate_n), and beside another prompt (generate_batch), _i = model * 2 + tiling. */
 START_TEST(test_repetition_penalty_hf)
 {
     const fix_model *m = &MODELS[_i / 2 ? 2 : 0];
@@ -350,6 +350,15 @@ START_TEST(test_repetition_penalty_hf)
             expect_ids(got + q * NGEN, want, NGEN, label);
         }
     }
+    /* side by side with another prompt of another length (padded on the left inside): each
+     * row penalized by its own sequence, as when alone */
+    const int32_t other[3] = {7, 7, 30}, *prompts[2] = {other, prompt};
+    const int64_t lens[2] = {3, NPROMPT};
+    int32_t alone[NGEN];
+    EXPECT_OK(nnt_model_generate(l, other, 3, NGEN, &s, alone));
+    EXPECT_OK(nnt_model_generate_batch(l, 2, prompts, lens, NULL, NGEN, &s, got));
+    expect_ids(got, alone, NGEN, "batch: the other prompt as alone");
+    expect_ids(got + NGEN, want, NGEN, "batch: transformers' ids");
     printf("test_model_generate %s repetition_penalty %g tiling %d: %d tokens equal "
            "transformers' (smallest margin %.2e)\n", m->name, s.repetition_penalty, _i % 2,
            NGEN, (double)least);
