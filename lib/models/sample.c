@@ -261,11 +261,8 @@ int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l)
         if (nucleus)
             k = nucleus_size(sm, k, max, total);
     } else if (nucleus && (k = nucleus_of_first(sm, l, max, &total)) == 0) {
-        k = V;   /* all, in (logit, id) order */
-        qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
-        k = nucleus_size(sm, k, max, total);
-    } else if (!nucleus) {
-        k = V;
+        qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);   /* all, in (logit, id) order */
+        k = nucleus_size(sm, V, max, total);
     }
     if (sm->min_p > 0.0)
         k = min_p_cut(sm, k, max);
