@@ -746,6 +746,15 @@ static inline int nnt_handle_is_host_side(starpu_data_handle_t h)
 {
     return ((uintptr_t)starpu_data_get_user_data(h) & NNT_HANDLE_HOST_SIDE) != 0;
 }
+/* The sum of t's tiles' write counts: it changes whenever a task or a host copy writes t
+ * (what is derived from t's values is current while it is the same, with the same tiles). */
+static inline uint64_t nnt_tensor_writes(const nnt_tensor *t)
+{
+    uint64_t v = 0;
+    for (int64_t i = 0; i < t->ntiles; i++)
+        v += nnt_handle_version(t->tiles[i].handle);
+    return v;
+}
 /* kind: an enum nnt_mem_kind */
 static inline void nnt_handle_mark_kind(starpu_data_handle_t h, int kind)
 {

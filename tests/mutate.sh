@@ -540,6 +540,7 @@ dora_dm_no_norm|lib/layers/lora.c|s@        NNT_TRY(nnt_tensor_dot_leading(g, lo
 dora_dropped_no_hw|lib/layers/lora.c|s@            NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->h\[i\], lo->wop\[i\], 1.0, dx,@            NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 0.0, lo->h[i], lo->wop[i], 1.0, dx,@|DoRA with dropout: the input gradient without (g - 1) G W
 dora_dropped_no_dw|lib/layers/lora.c|s@                NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, lo->h\[i\], lo->x,@                NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 0.0, lo->h[i], lo->x,@|DoRA with dropout: a trainable base weight without its (g - 1) G^T x term
 dora_merge_no_gain|lib/layers/lora.c|s@        NNT_TRY(nnt_tensor_mul_broadcast(w, lo->gain\[i\], 0.0, 1, 0.0, w));@        (void)0;@|DoRA merge: the rows not rescaled
+dora_weight_norm_stale|lib/layers/lora.c|s@    if (lo->w2\[i\] \&\& lo->w2_of\[i\] == (const void \*)w->tiles \&\& lo->w2_seen\[i\] == seen)@    if (lo->w2[i])@|DoRA: the squared row norms of a base weight kept after it was written (a reloaded or trainable base)
 dora_peft_no_magnitude|lib/models/lora.c|s@    return lo->dora ? p->fn(\&mag, p->arg) : NNT_OK;@    return NNT_OK;@|PEFT files: DoRA magnitudes neither written nor read
 tokenize_pad_id_ignored|examples/nnt_tokenize.c|s@                    o->unpaired, o->pad_id};@                    o->unpaired, -1};@|nnt-tokenize --pad-id: the rows padded with the tokenizer pad
 '

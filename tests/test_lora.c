@@ -1177,6 +1177,80 @@ START_TEST(test_dora_dropped)
 }
 END_TEST
 
+/* the parameter of that name (the test fails without one) */
+static nnt_tensor *param_named(nnt_layer *l, const char *name)
+{
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        if (strcmp(p.name, name) == 0)
+            return p.value;
+    }
+    ck_abort_msg("no parameter %s", name);
+    return NULL;
+}
+
+/* the tiny Llama with DoRA on all-linear; w_name given: that weight's values w written first */
+static nnt_layer *dora_model(const char *w_name, const float *w, int64_t n)
+{
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
+    if (w_name)
+        EXPECT_OK(nnt_tensor_copy_from_host(param_named(l, w_name), w, (size_t)n * sizeof *w));
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 4, lo.targets = "all-linear", lo.seed = 3, lo.dora = 1;
+    EXPECT_OK(nnt_model_lora_add(l, &lo));
+    return l;
+}
+
+/* A DoRA model whose base weight is written after a forward (a reloaded or trainable base):
+ * the next forward's norms are the new weight's, as in a model given that weight before its
+ * first forward (the same adapters copied over): the same logits, bit for bit. */
+START_TEST(test_dora_base_written)
+{
+    static const char *const w_name = "model.layers.0.self_attn.q_proj.weight";
+    nnt_st_reader *r = fixture_open_st_path(reference("llama_all"));
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    nnt_layer *l = dora_model(NULL, NULL, 0);
+    move_adapters(l);
+    float *before = fixture_logits(ctx, l, B, T, tok, TILINGS[1].tok);
+    int64_t n = 0;
+    nnt_tensor *w = param_named(l, w_name);
+    float *v = test_to_host(w, &n);
+    for (int64_t k = 0; k < n; k++)
+        v[k] *= 1.0f + 0.5f * (float)(k % 7) / 7.0f;   /* rows' norms moved unevenly */
+    EXPECT_OK(nnt_tensor_copy_from_host(w, v, (size_t)n * sizeof *v));
+    float *got = fixture_logits(ctx, l, B, T, tok, TILINGS[1].tok);
+    nnt_layer *ref = dora_model(w_name, v, n);   /* the weight before the adapters, then them */
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        if (!strstr(p.name, "lora_"))
+            continue;
+        int64_t k = 0;
+        float *a = test_to_host(p.value, &k);
+        EXPECT_OK(nnt_tensor_copy_from_host(param_named(ref, p.name), a, (size_t)k * sizeof *a));
+        free(a);
+    }
+    float *want = fixture_logits(ctx, ref, B, T, tok, TILINGS[1].tok);
+    int64_t nl = 0;   /* (B, T, V) */
+    free(fixture_read_n(r, "logits", NNT_IO_F32, &nl));
+    double moved = test_rel_err(got, before, nl);
+    printf("test_lora DoRA: a base weight written after a forward: logits moved %.2e, equal to "
+           "a model given it first\n", moved);
+    ck_assert_msg(moved > 1e-3, "the new weight moved the logits too little (%.2e)", moved);
+    ck_assert_msg(memcmp(got, want, (size_t)nl * sizeof *got) == 0, "the logits after the "
+                  "weight was written differ from a model given it first (rel %.2e)",
+                  test_rel_err(got, want, nl));
+    free(tok), free(before), free(v), free(got), free(want);
+    nnt_layer_destroy(l);
+    nnt_layer_destroy(ref);
+    nnt_st_close(r);
+}
+END_TEST
+
 /* DoRA's refusals (the model left as it was), and nnt_lora_options of 0.3 (without dora) */
 START_TEST(test_dora_refusals)
 {
@@ -1518,6 +1592,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_dropout_grad, 0, 4);
     tcase_add_test(tc, test_dora_dropped);
     tcase_add_test(tc, test_dora_refusals);
+    tcase_add_test(tc, test_dora_base_written);
     tcase_add_test(tc, test_trainer);
     suite_add_tcase(s, tc);
     return s;

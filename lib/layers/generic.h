@@ -161,6 +161,9 @@ typedef struct gl_lora {
     int dora;
     nnt_tensor *m[3];               // (out_i...) lora_magnitude_vector, parameters
     nnt_tensor *n2[3];              // (out_i...) ||W_i + s B_i A||^2 of the last forward
+    nnt_tensor *w2[3];              // (out_i...) ||W_i||^2, kept while W_i is unchanged:
+    const void *w2_of[3];           //   the tiles and
+    uint64_t w2_seen[3];            //   1 + the writes (nnt_tensor_writes) it was computed at
     nnt_tensor *gain[3], *rinv[3];  // (out_i...) m_i / norm, 1 / norm
     nnt_tensor *aat;                // (r, r) A A^T
     nnt_tensor *q[3];               // (out_i..., r) 2 s W_i A^T + s^2 B_i A A^T

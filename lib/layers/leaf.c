@@ -224,15 +224,6 @@ typedef struct embedding {
     nnt_tensor *noise;              // (B, T, C)
 } embedding;
 
-/* The sum of t's tiles' write counts: it changes whenever a task or a host copy writes t. */
-static uint64_t writes_of(const nnt_tensor *t)
-{
-    uint64_t v = 0;
-    for (int64_t i = 0; i < t->ntiles; i++)
-        v += nnt_handle_version(t->tiles[i].handle);
-    return v;
-}
-
 /* A frozen token table under bf16 products is kept in bf16 only, like a frozen linear
  * map's weight, when that loses nothing: when every value is a bf16 value (a model loaded
  * from bf16 weights, as Hugging Face checkpoints mostly are; checked by a pass over the
@@ -246,7 +237,7 @@ static int narrow_table(nnt_layer *l, embedding *e)
     if (!own || !own->frozen || own->keep_fp32 || e->wte->dtype != NNT_FP32 ||
         !e->wte->written || l->ctx->precision != NNT_PRECISION_BF16)
         return NNT_OK;   /* (an unwritten table: the gathers refuse it) */
-    uint64_t seen = 1 + writes_of(e->wte);
+    uint64_t seen = 1 + nnt_tensor_writes(e->wte);
     if (e->table_seen == seen)
         return NNT_OK;   /* looked at these values already: not all bf16 */
     int exact = 0;

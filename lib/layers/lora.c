@@ -115,6 +115,7 @@ void gl_lora_free(nnt_layer *l, gl_lora *lo)
         }
         nnt_temp_release(lo->gs[i]);
         nnt_temp_release(lo->h[i]);
+        nnt_tensor_destroy(lo->w2[i]);
     }
     nnt_layer_remove_param(l, lo->a);
     for (int i = 0; i < lo->nparts; i++) {
@@ -175,6 +176,22 @@ int gl_lora_dora_add(nnt_layer *l, gl_lora *lo)
     return NNT_OK;
 }
 
+/* w2_i = ||W_i||^2 per output feature, a pass over W_i only when it was written since (a
+ * frozen base: once, not at every forward) */
+static int dora_weight_norm2(nnt_layer *l, gl_lora *lo, int i)
+{
+    nnt_tensor *w = lo->base[i];
+    const nnt_tensor *b = lo->b[i];
+    uint64_t seen = 1 + nnt_tensor_writes(w);
+    if (lo->w2[i] && lo->w2_of[i] == (const void *)w->tiles && lo->w2_seen[i] == seen)
+        return NNT_OK;
+    if (!lo->w2[i])
+        NNT_TRY(nnt_tensor_create(l->ctx, NNT_FP32, b->ndim - 1, b->shape, b->tile, &lo->w2[i]));
+    NNT_TRY(nnt_tensor_dot_trailing(w, w, 0.0, lo->w2[i]));
+    lo->w2_of[i] = w->tiles, lo->w2_seen[i] = seen;
+    return NNT_OK;
+}
+
 /* n2_i (out_i...) = ||W_i + s B_i A||^2 per output feature = ||W_i||^2 + B_i . q_i with
  * q_i = 2 s W_i A^T + s^2 B_i (A A^T); A A^T once for the parts (with part 0). W_i A^T is
  * computed as (A W_i^T)^T, W_i the second operand as in the forward's product (an NF4 W is
@@ -200,7 +217,8 @@ static int dora_norm2(nnt_layer *l, gl_lora *lo, int i)
     NNT_TRY(nnt_layer_ensure(l, &lo->n2[i], NNT_FP32, nd - 1, b->shape, b->tile));
     NNT_TRY(nnt_layer_ensure(l, &lo->pt[i], NNT_FP32, nd, ptshape, pttile));
     NNT_TRY(nnt_layer_ensure(l, &lo->q[i], NNT_FP32, nd, b->shape, b->tile));
-    NNT_TRY(nnt_tensor_dot_trailing(w, w, 0.0, lo->n2[i]));
+    NNT_TRY(dora_weight_norm2(l, lo, i));
+    NNT_TRY(nnt_tensor_copy(lo->w2[i], lo->n2[i]));
     double s = lo->scale;
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 2.0 * s, lo->a, w, 0.0, lo->pt[i],
                             lo->in_dims, 0));
