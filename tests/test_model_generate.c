@@ -292,7 +292,10 @@ START_TEST(test_sampler_hf)
         EXPECT_OK(nnt_sampler_init(&sm, ctx, "test", SV, pc[0], (int64_t)pc[1]));
         sm.top_p = pc[2];
         sm.min_p = pc[3];
-        int64_t k = nnt_sampler_candidates(&sm, wl);
+        float max = wl[0];
+        for (int v = 1; v < SV; v++)
+            max = fmaxf(max, wl[v]);
+        int64_t k = nnt_sampler_candidates(&sm, wl, max);
         int32_t mask[SV] = {0};
         for (int64_t j = 0; j < k; j++)
             mask[sm.cand[j].id] = 1;

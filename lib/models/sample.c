@@ -248,10 +248,9 @@ static int64_t argmax(const float *l, int64_t V)
     return best;
 }
 
-int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l)
+int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l, double max)
 {
     int64_t V = sm->V, k = V;
-    double max = l[argmax(l, V)];
     int nucleus = sm->top_p > 0.0 && sm->top_p < 1.0;
     double total = -1.0;   /* the candidates' weights (< 0: not summed yet) */
     all_candidates(sm, l);
@@ -302,11 +301,11 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const 
                             "weights?)", fn, (long long)v, (double)l[v]);
     if (!(l = nnt_sampler_penalize(sm, l, seq)))
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory (repetition penalty)", fn);
+    int64_t best = argmax(l, V);
     if (sm->temperature == 0.0) {
-        *token = (int32_t)argmax(l, V);
+        *token = (int32_t)best;
         return NNT_OK;
     }
-    int64_t k = nnt_sampler_candidates(sm, l);
-    *token = draw(sm, rng, k, l[argmax(l, V)]);
+    *token = draw(sm, rng, nnt_sampler_candidates(sm, l, l[best]), l[best]);
     return NNT_OK;
 }

@@ -72,11 +72,11 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const 
                      const nnt_sample_seq *seq, uint64_t rng[4], int32_t *token);
 
 /* The steps of a pick, for tests: the logits with the repetition penalty for seq (logits
- * itself when there is none; NULL out of memory); the candidates of (finite) logits l left in
- * sm->cand[0..k), k returned (temperature > 0). */
+ * itself when there is none; NULL out of memory); the candidates of (finite) logits l, max
+ * the largest, left in sm->cand[0..k), k returned (temperature > 0). */
 const float *nnt_sampler_penalize(nnt_sampler *sm, const float *logits,
                                   const nnt_sample_seq *seq);
-int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l);
+int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l, double max);
 
 /* Token i of the sequence so far: the prompt, then what has been generated. */
 static inline int32_t nnt_generate_token_at(const int32_t *prompt, int64_t nprompt,
