@@ -499,7 +499,7 @@ static NNT_AVX512BF16BW void rows_dpbf16(int m, int64_t n, int64_t k, float alph
 void nnt_cpu_nf4_rows(int64_t m, int64_t n, int64_t k, float alpha, const float *x,
                       const uint8_t *b, int bits, float beta, float *y, void *buf)
 {
-    const float *absmax = (const float *)(const void *)(b + n * k / 2);
+    const float *absmax = nnt_cpu_nf4_absmax(b, n * k);
     const int bf16 = bits == 7;   /* bf16 products: B's values rounded to bf16 on the way */
 #if NNT_CPU_X86
     if (bf16 && k % NNT_NF4_BLOCK == 0 && dpbf16_rows()) {

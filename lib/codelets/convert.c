@@ -69,7 +69,7 @@ static void nf4_quantize_cpu(void *buffers[], void *cl_arg)
     const struct nf4_args *c = cl_arg;
     const void *src = (const void *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
     uint8_t *codes = (uint8_t *)STARPU_VECTOR_GET_PTR(buffers[1]);      // (n / 2)
-    nnt_cpu_nf4_quantize(c->n, src, c->bf16, codes, (float *)(void *)(codes + c->n / 2));
+    nnt_cpu_nf4_quantize(c->n, src, c->bf16, codes, nnt_cpu_nf4_absmax(codes, c->n));
 }
 
 static void nf4_dequantize_cpu(void *buffers[], void *cl_arg)
@@ -77,8 +77,7 @@ static void nf4_dequantize_cpu(void *buffers[], void *cl_arg)
     const struct nf4_args *c = cl_arg;
     const uint8_t *codes = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n / 2)
     void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);                         // (n)
-    nnt_cpu_nf4_dequantize(c->n, codes, (const float *)(const void *)(codes + c->n / 2), dst,
-                           c->bf16);
+    nnt_cpu_nf4_dequantize(c->n, codes, nnt_cpu_nf4_absmax(codes, c->n), dst, c->bf16);
 }
 
 #ifdef NNT_CUDA_CODELETS
@@ -87,7 +86,7 @@ static void nf4_dequantize_cuda(void *buffers[], void *cl_arg)
     const struct nf4_args *c = cl_arg;
     const uint8_t *codes = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n / 2)
     void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);                         // (n)
-    if (nnt_cuda_nf4_dequantize(c->n, codes, (const float *)(const void *)(codes + c->n / 2),
+    if (nnt_cuda_nf4_dequantize(c->n, codes, nnt_cpu_nf4_absmax(codes, c->n),
                                 nnt_cpu_nf4_table(), dst, c->bf16, nnt_cuda_task_stream()))
         nnt_task_error("nnt_nf4", "CUDA kernel failed");
 }

@@ -114,11 +114,11 @@ static void dot_rows_nf4_cpu(void *buffers[], void *cl_arg)
 {
     const struct acc_args *a = cl_arg;
     int64_t outer = nnt_tile_numel(buffers[1]);
-    int64_t n = nnt_tile_numel(buffers[0]) * 16 / 9;   /* n / 2 + 4 n / 64 bytes */
+    int64_t n = nnt_cpu_nf4_values(nnt_tile_numel(buffers[0]));
     const uint8_t *codes = (const uint8_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
     float *acc = nnt_tile_f32(buffers[1]);
     begin_acc_cpu(a->first, a->beta, outer, acc);
-    nnt_cpu_nf4_sumsq_rows(outer, n / outer, codes, (const float *)(codes + n / 2), acc);
+    nnt_cpu_nf4_sumsq_rows(outer, n / outer, codes, nnt_cpu_nf4_absmax(codes, n), acc);
 }
 
 /* buffers: [m R,] n2 R, out W; cl_arg: has m */
