@@ -549,15 +549,25 @@ phase_gpt2() {
     say "first step: $first s, later $later s; $models"
 }
 
+# llama_data: the token file of the llama and qlora phases (9 steps of B T; ids below 50257:
+# nanoGPT's files hold uint16), into llama_tokens
+llama_data() {
+    local m=("${llama[@]}")
+    llama_tokens=$out/tokens-llama.bin
+    [ -f "$llama_tokens" ] || write_tokens "$llama_tokens" $((9 * m[5] * m[6] + 1)) \
+        $((m[3] < 50257 ? m[3] : 50257))
+}
+
 # llama: Llama 3.2 1B's sizes (L16 C2048 NH32 NKV8 F8192 V128256, tied), B4 T1024, bf16:
 # the PyTorch peer (LlamaForCausalLM, its initial weights written) and nnt-train from them
 # on the same tokens (ids below 50257: nanoGPT's files hold uint16)
 phase_llama() {
     local lim=$1 m=("${llama[@]}")
     local L=${m[0]} C=${m[1]} NH=${m[2]} V=${m[3]} CTX=${m[4]} B=${m[5]} T=${m[6]}
-    local NKV=${m[7]} F=${m[8]} steps=8 data=$out/tokens-llama.bin init=
+    local NKV=${m[7]} F=${m[8]} steps=8 data init=
     put llama_1b_bf16 shape "$(str "L$L C$C NH$NH NKV$NKV F$F V$V B$B T$T")"
-    write_tokens "$data" $(((steps + 1) * B * T + 1)) $((V < 50257 ? V : 50257))
+    llama_data
+    data=$llama_tokens
     local half=$((lim / 2))
     if [ $have_torch = 1 ]; then
         init=$out/init-llama
@@ -590,10 +600,9 @@ phase_llama() {
 # qlora: Llama 3.2 1B's sizes with LoRA r 16 on all-linear, B4 T1024 bf16, the frozen base
 # as it is and in NF4 (--quantize nf4: dequantized on the GPU since 2026-12-04)
 phase_qlora() {
-    local lim=$1 m=("${llama[@]}") q
-    local data=$out/tokens-llama.bin
-    [ -f "$data" ] || write_tokens "$data" $((9 * m[5] * m[6] + 1)) \
-        $((m[3] < 50257 ? m[3] : 50257))
+    local lim=$1 m=("${llama[@]}") q data
+    llama_data
+    data=$llama_tokens
     put qlora shape "$(str "L${m[0]} C${m[1]} NH${m[2]} NKV${m[7]} F${m[8]} V${m[3]} B${m[5]} T${m[6]}, LoRA r 16 all-linear")"
     for q in none nf4; do
         nnt_run "qlora-$q" $((lim / 2)) --model llama-3.2-1b $(model_args "${m[@]:0:7}") \
