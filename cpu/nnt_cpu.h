@@ -322,6 +322,8 @@ void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y);
 /* An NF4 tile of n values: n / 2 bytes of codes (two 4-bit indices a byte), then
  * n / NNT_NF4_BLOCK float absmax; nf4_absmax gives where they start, nf4_values n from the
  * tile's bytes. */
+#ifndef NNT_CPU_NF4_LAYOUT_DEFINED   /* once, though tests include this header twice */
+#define NNT_CPU_NF4_LAYOUT_DEFINED
 static inline float *nnt_cpu_nf4_absmax(const uint8_t *codes, int64_t n)
 {
     return (float *)(void *)(uintptr_t)(codes + n / 2);
@@ -330,6 +332,7 @@ static inline int64_t nnt_cpu_nf4_values(int64_t bytes)
 {
     return bytes * 2 * NNT_NF4_BLOCK / (NNT_NF4_BLOCK + 8);   /* bytes = n / 2 + 4 n / 64 */
 }
+#endif
 /* The 16 values of the NF4 table, in [-1, 1], as bitsandbytes stores them (float).        */
 const float *nnt_cpu_nf4_table(void);
 /* n (a multiple of NNT_NF4_BLOCK) values x (floats, or bf16 bit patterns when x_bf16) into
