@@ -450,8 +450,8 @@ static nnt_model_dims dims_of(int64_t Vv, int64_t NHv, int64_t Cv, int64_t Bv, i
 
 /* The automatic tiling (lib/models/tiling.c) of the fixture's configuration for 1, 2 and
  * 16 CPU workers (_i): the loss, the logits and the gradients match the fixture like the
- * hand-written tilings. (At C = 24 every GEMM is far below the 100 MFLOP task size, so the
- * rule picks one tile everywhere.) */
+ * hand-written tilings. (At C = 24 every GEMM is far below the 10 MFLOP of a row tile, so
+ * the rule picks one tile everywhere.) */
 static const int AUTO_WORKERS[] = {1, 2, 16};
 
 START_TEST(test_auto_tiling_fixture)
@@ -522,6 +522,25 @@ START_TEST(test_auto_tiling_rules)
     ck_assert_int_eq(t.batch, 0);
     ck_assert_int_eq(t.seq, 0);
     ck_assert(t.vocab > 0 && t.vocab <= 8192);
+    /* nnt-train's default model (C 128, B 8 x T 128: an MLP product of 134 MFLOP over all
+     * rows) on 2 workers: 2 row tiles of 67 MFLOP products (one tile ran 1.3-1.6x slower),
+     * the hidden dimension whole (a 512-row tile's products are under 100 MFLOP however
+     * cut); one worker: the same 2 tiles (at most 512 rows a tile). C 64, B 32 x T 128: 8
+     * tiles of 512 rows. */
+    nnt_model_dims ddef = {8, 128, 128, 512, 256, 4, 0};
+    nnt_auto_tiling_cpu(&ddef, 2, &t);
+    ck_assert_int_eq(t.batch, 4);
+    ck_assert_int_eq(t.seq, 0);
+    ck_assert_int_eq(t.hidden, 0);
+    nnt_auto_tiling_cpu(&ddef, 1, &t);
+    ck_assert_int_eq(t.batch, 4);
+    nnt_model_dims d64 = {32, 128, 64, 256, 256, 2, 0};
+    nnt_auto_tiling_cpu(&d64, 2, &t);
+    ck_assert_int_eq(t.batch, 4);
+    /* 16 workers, the default model: 13 tiles by the 10 MFLOP, as 8 x 2 seq halves */
+    nnt_auto_tiling_cpu(&ddef, 16, &t);
+    ck_assert_int_eq(t.batch, 1);
+    ck_assert_int_eq(t.seq, 64);
     /* nnt_gpt_tiling: the rule for the context's workers, whole dimensions as their size */
     nnt_gpt_config gpt2;
     EXPECT_OK(nnt_gpt_preset("gpt2", &gpt2));

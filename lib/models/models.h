@@ -20,17 +20,21 @@ typedef struct nnt_model_dims {
  * first products, (C, F) its last, (V, C) the lm head (and their transposes in backward).
  * The rules, from bench/RESULTS.md (tasks at full single-core speed, ~80 GFLOP/s; 2.6 us
  * runtime overhead per task):
- *  - a GEMM task should do >= ~100 MFLOP (>= ~1 ms), so the overhead stays < 1%;
+ *  - a GEMM task should do >= ~100 MFLOP (>= ~1 ms), so the overhead stays < 1%, unless
+ *    that leaves a worker without rows (below);
  *  - channels, heads and head_dim stay whole: C is K of q/k/v, the MLP and the lm head (a K
  *    split only adds accumulation tasks and C traffic); heads and head_dim are not GEMM
  *    tile dimensions worth splitting (the attention tasks follow the batch/seq tiles);
  *  - rows: with C whole, q/k/v, the attention output and the MLP's last product have one
  *    column tile and take their parallelism from rows only, so M is cut into about nworkers
  *    row tiles (also at least ceil(M / 512), i.e. <= ~512 rows a tile), but no tile under 64
- *    rows and no (C, F) task (2 (M/tiles) F C flops) under 100 MFLOP (q/k/v tasks are then
- *    >= 25 MFLOP at F = 4C, ~0.3 ms: overhead still ~1%; requiring 100 MFLOP of them too
- *    left one core idle at C = 512, B*T = 256, 8% slower); the batch is split first, then
- *    each sequence in equal pieces;
+ *    rows and no (C, F) task (2 (M/tiles) F C flops) under 10 MFLOP (~0.12 ms; q/k/v tasks
+ *    are then >= 2.5 MFLOP at F = 4C). A worker left without rows idles through every
+ *    product that has one column tile: with the 100 MFLOP of the column tiles here too,
+ *    nnt-train's default model (C 128, B 8 x T 128) had one row tile and ran 1.3-1.6x
+ *    slower on 2 workers (bench/RESULTS.md, 2026-12-04), and requiring 100 MFLOP of the
+ *    q/k/v tasks left one core idle at C = 512, B*T = 256 (8% slower); the batch is split
+ *    first, then each sequence in equal pieces;
  *  - hidden (N of the first MLP products, K of the last): about 2 tasks per worker (hidden
  *    tiles = ceil(2 nworkers / row tiles)), no more since each hidden tile is a k step;
  *  - vocab: >= 2 lm-head tasks per worker and tiles of <= 8192 columns;

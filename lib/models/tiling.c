@@ -7,6 +7,9 @@
 #include <math.h>
 
 #define AUTO_MIN_TASK_FLOP 1e8      /* ~1.25 ms at ~80 GFLOP/s per core                  */
+#define AUTO_MIN_ROW_TASK_FLOP 1e7  /* ~0.12 ms: a row tile's MLP product, to give each
+                                       worker rows at all (the runtime's ~4 us a task is
+                                       ~3 % of it; an idle worker costs up to half)      */
 #define AUTO_MIN_ROWS 64            /* rows (B*T) per row tile                             */
 #define AUTO_MAX_ROWS 512           /* beyond this, more row tiles even with few workers   */
 #define AUTO_MIN_COLS 128           /* hidden / vocab tile widths                          */
@@ -31,13 +34,13 @@ static int64_t max64(int64_t a, int64_t b)
 /* Number of row tiles wanted over M = B*T rows: one per worker (the GEMMs whose columns are
  * the whole C -- q, k, v, the output projections -- get their parallelism from rows only),
  * at most AUTO_MAX_ROWS rows a tile, at least AUTO_MIN_ROWS, and an MLP down-projection
- * task (2 rows F C flops) of at least AUTO_MIN_TASK_FLOP. */
+ * task (2 rows F C flops) of at least AUTO_MIN_ROW_TASK_FLOP. */
 static int64_t auto_row_tiles(const nnt_model_dims *d, int nworkers)
 {
     int64_t M = d->B * d->T;
     int64_t want = max64(nworkers, ceil_div(M, AUTO_MAX_ROWS));
     double down = 2.0 * (double)M * (double)d->C * (double)d->F;
-    int64_t by_flops = (int64_t)(down / AUTO_MIN_TASK_FLOP);
+    int64_t by_flops = (int64_t)(down / AUTO_MIN_ROW_TASK_FLOP);
     int64_t cap = max64(1, min64(M / AUTO_MIN_ROWS, by_flops));
     return min64(want, cap);
 }
