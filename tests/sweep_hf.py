@@ -1176,7 +1176,8 @@ def check_conditioning(c, model, ids, res):
                                  reldiff(res["ref_norm"][:1], n64[:1]))
     step1_bound = max(TOL["f64_step1"], 3 * res["f32_step1_rel64"])
     mism = [x for x in res["issues"] if "mismatch" in x]
-    if mism and res["rel64"] > max(TOL["f64_escape_min"], 3 * res["f32_rel64"]):
+    if mism and (res["rel64"] > max(TOL["f64_escape_min"], 3 * res["f32_rel64"]) or
+                 res["step1_rel64"] >= step1_bound):
         # PyTorch fp32 may stay near float64 by luck in a chaotic run (case 32 of seed 1234:
         # its weights 3.8e-4 from float64 after 3 steps, its last gradient norm 6e-5): PyTorch
         # fp32 from weights an ulp apart (all scaled one way, then each by its own random
@@ -1186,21 +1187,32 @@ def check_conditioning(c, model, ids, res):
         # Case 58 of seed 3839, SGD at lr 1.0: nnt 1.3e-3 after 3 steps (1.3e-3 to 6.7e-4
         # over five tilings; 5.6e-7 with lr 0.1), the first 3 draws at most 3.8e-4, the
         # eight 8.9e-5 to 1.2e-3.)
-        drift = 0.0
+        # The same draws bound step 1: a mixture-of-experts router whose k-th and next
+        # experts are a hair apart for some token picks either one under float32 rounding
+        # (case 712 of seed 6712, Mixtral with weights of 0.3: a top-2 probability margin of
+        # 4.5e-6 in the second micro-batch; nnt's first gradient norm 2.2e-5 from float64,
+        # PyTorch fp32's 5.2e-7).
+        drift = drift1 = 0.0
         for kw in [{"nudge": 2.0 ** -23}] + [{"jitter": j} for j in range(8)]:
             nn = []
             rn = ref_train(model, ids, c, norms=nn, **kw)
             drift = max(drift, reldiff(rn, r64), reldiff(nn, n64))
-            if res["rel64"] <= 3 * drift:
+            drift1 = max(drift1, reldiff(rn[:1], r64[:1]), reldiff(nn[:1], n64[:1]))
+            if res["rel64"] <= 3 * drift and res["step1_rel64"] < 3 * drift1:
                 break
         res["f32_nudged_rel64"] = drift
+        res["f32_nudged_step1_rel64"] = drift1
+        step1_bound = max(step1_bound, 3 * drift1)
     drift = max(res["f32_rel64"], res.get("f32_nudged_rel64", 0.0))
     if mism and res["rel64"] <= max(TOL["f64_escape_min"], 3 * drift) and \
             res["step1_rel64"] < step1_bound:
         res["notes"].append("ill-conditioned: nnt vs fp64 %.2g, torch fp32 vs fp64 %.2g "
-                            "(from weights an ulp apart %.2g): %s"
+                            "(from weights an ulp apart %.2g; step 1 %.2g, %.2g, %.2g): %s"
                             % (res["rel64"], res["f32_rel64"],
-                               res.get("f32_nudged_rel64", res["f32_rel64"]), "; ".join(mism)))
+                               res.get("f32_nudged_rel64", res["f32_rel64"]),
+                               res["step1_rel64"], res["f32_step1_rel64"],
+                               res.get("f32_nudged_step1_rel64", res["f32_step1_rel64"]),
+                               "; ".join(mism)))
         res["issues"] = [x for x in res["issues"] if x not in mism]
 
 
