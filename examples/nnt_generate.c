@@ -1421,7 +1421,8 @@ static int by_prompt_length(const void *pa, const void *pb)
  * S + k, as each record alone) generated side by side (nnt_model_generate_batch) into
  * done[idx[i]] (malloc'd, (nseq, ngen)); 0, or 1 reported. */
 static int generate_batch(const opts *o, nnt_layer *model, const records *r,
-                          const int64_t *idx, size_t n, const nnt_sampling *s, int32_t **done)
+                          const int64_t *idx, size_t n, const nnt_sampling *s, int32_t **done,
+                          int *too_many)
 {
     size_t nseq = (size_t)o->num_samples, ngen = (size_t)o->max_new, rows = n * nseq;
     const int32_t **prompts = malloc(rows * sizeof *prompts);
@@ -1438,6 +1439,11 @@ static int generate_batch(const opts *o, nnt_layer *model, const records *r,
     if (rc == 0)
         rc = nnt_model_generate_batch(model, (int64_t)rows, prompts, lens, seeds,
                                       (int64_t)ngen, s, out);
+    if (rc == NNT_E_NOMEM && n > 1 && out) {   /* the library's: fewer records may fit */
+        free(prompts), free(lens), free(seeds), free(out);
+        *too_many = 1;
+        return 0;
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         int32_t *mine = malloc((nseq * ngen + 1) * sizeof *mine);
         if (!mine) {
@@ -1461,7 +1467,8 @@ static int generate_batch(const opts *o, nnt_layer *model, const records *r,
 }
 
 /* --prompts: the records' prompts continued --batch at a time side by side
- * (nnt_model_generate_batch; --num-samples N: N sequences a record), each as it would be
+ * (nnt_model_generate_batch; --num-samples N: N sequences a record; halved, and said, while
+ * a batch does not fit in memory), each as it would be
  * alone (the same sampling, seed S for every record, its sample r S + r), and written back
  * with their continuations (print_prompt_record) in the file's order, each as soon as it
  * and those before it are done. Within a chunk of 16 batches the records go by the length
@@ -1472,6 +1479,7 @@ static int generate_prompts(const opts *o, nnt_layer *model, const nnt_tokenizer
 {
     size_t nseq = (size_t)o->num_samples, ngen = (size_t)o->max_new, cap = 256;
     size_t n = (size_t)r->n, batch = (size_t)o->batch, chunk = 16 * batch, next = 0;
+    size_t asked = batch < n ? batch : n;
     int32_t **done = calloc(n, sizeof *done);
     int64_t *idx = malloc(n * sizeof *idx);
     char *text = malloc(cap);
@@ -1489,9 +1497,17 @@ static int generate_prompts(const opts *o, nnt_layer *model, const nnt_tokenizer
     sort_records = r;
     for (size_t c0 = 0; status == 0 && c0 < n; c0 += chunk)
         qsort(idx + c0, n - c0 < chunk ? n - c0 : chunk, sizeof *idx, by_prompt_length);
-    for (size_t b0 = 0; status == 0 && b0 < n; b0 += batch) {
-        size_t nb = n - b0 < batch ? n - b0 : batch;
-        status = generate_batch(o, model, r, idx + b0, nb, &s, done);
+    for (size_t b0 = 0, nb; status == 0 && b0 < n; b0 += nb) {
+        int too_many = 0;
+        nb = n - b0 < batch ? n - b0 : batch;
+        status = generate_batch(o, model, r, idx + b0, nb, &s, done, &too_many);
+        if (status == 0 && too_many) {   /* the same records again, half as many at once */
+            batch = nb / 2;
+            fprintf(stderr, "%snnt-generate: %zu records side by side do not fit in memory: "
+                    "%zu at a time from here on\n", tty ? "\r" : "", nb, batch);
+            nb = 0;
+            continue;
+        }
         for (; status == 0 && next < n && done[next]; next++) {   /* the file's order */
             for (size_t k = 0; k < nseq; k++) {
                 int stopped;
@@ -1508,9 +1524,10 @@ static int generate_prompts(const opts *o, nnt_layer *model, const nnt_tokenizer
     }
     double secs = now_s() - start;
     if (status == 0)
-        fprintf(stderr, "%snnt-generate: %zu prompts continued (%zu side by side%s): %lld new "
-                "tokens in %.2f s (%.1f tokens/s)%s\n", tty ? "\r" : "", n,
+        fprintf(stderr, "%snnt-generate: %zu prompts continued (%zu side by side%s%s): %lld "
+                "new tokens in %.2f s (%.1f tokens/s)%s\n", tty ? "\r" : "", n,
                 batch < n ? batch : n, nseq > 1 ? ", each with its samples" : "",
+                batch < asked ? ", fewer than --batch for memory" : "",
                 (long long)made, secs, secs > 0 ? (double)made / secs : 0.0, noted ? "; past "
                 "the model's context, each token saw the last of them (a sliding window)" : "");
     for (size_t i = 0; done && i < n; i++)

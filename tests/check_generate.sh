@@ -186,6 +186,27 @@ cmp -s "$tmp/prompts.out" "$tmp/prompts3.out" ||
     { fail "--prompts --batch 3: not --batch 8's lines"; cat "$tmp/prompts3.out"; }
 grep -q '^nnt-generate: 4 prompts continued (3 side by side): ' "$tmp/prompts3.err" ||
     { fail "--prompts --batch 3: summary"; cat "$tmp/prompts3.err"; }
+# a batch that does not fit in memory is halved until one does, the lines those of a batch
+# that fits: 16 records of 40 new tokens under a RAM budget of 1 MiB (STARPU_LIMIT_CPU_MEM)
+# fit 4 at a time, not 8 or 16 (measured 2026-12-04)
+for i in $(seq 16); do
+    printf '{"prompt": "Record %s says hello to the world, and then"}\n' "$i"
+done > "$tmp/p16.jsonl"
+# shellcheck disable=SC2086 # the options are words
+"$prog" $pargs --prompts "$tmp/p16.jsonl" --temperature 0.8 --seed 5 --num-samples 2 \
+    --max-new-tokens 40 --batch 4 > "$tmp/p16.out" 2> "$tmp/p16.err" ||
+    { fail "--prompts 16 records: exit status $?"; cat "$tmp/p16.err"; }
+# shellcheck disable=SC2086 # the options are words
+STARPU_LIMIT_CPU_MEM=1 "$prog" $pargs --prompts "$tmp/p16.jsonl" --temperature 0.8 --seed 5 \
+    --num-samples 2 --max-new-tokens 40 --batch 16 > "$tmp/p16m.out" 2> "$tmp/p16m.err" ||
+    { fail "--prompts under 1 MiB: exit status $?"; cat "$tmp/p16m.err"; }
+halved='^nnt-generate: 16 records side by side do not fit in memory: 8 at a time from here on$'
+summary='^nnt-generate: 16 prompts continued ([0-9]* side by side, each with its samples, fewer '
+summary="${summary}than --batch for memory): "
+grep -q "$halved" "$tmp/p16m.err" && grep -q "$summary" "$tmp/p16m.err" ||
+    { fail "--prompts under 1 MiB: not halved"; cat "$tmp/p16m.err"; }
+cmp -s "$tmp/p16.out" "$tmp/p16m.out" && [ "$(wc -l < "$tmp/p16m.out")" -eq 16 ] ||
+    { fail "--prompts under 1 MiB: not --batch 4's lines"; cat "$tmp/p16m.out"; }
 # shellcheck disable=SC2086 # the options are words
 p1=$("$prog" $pargs --prompts "$tmp/p1.jsonl" --temperature 0 2> "$tmp/p1.err" | ids_of)
 w2=$("$prog" $pargs --chat --system "Be brief." --prompt "Name a fruit." --temperature 0 2> /dev/null)
