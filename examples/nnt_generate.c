@@ -1419,7 +1419,8 @@ static int by_prompt_length(const void *pa, const void *pb)
 
 /* The continuations of --prompts' records idx[0 .. n) (nseq samples each, sample k with seed
  * S + k, as each record alone) generated side by side (nnt_model_generate_batch) into
- * done[idx[i]] (malloc'd, (nseq, ngen)); 0, or 1 reported. */
+ * done[idx[i]] (malloc'd, (nseq, ngen)); 0, or 1 reported. Out of memory with more than one
+ * record: nothing done or said, *too_many set (fewer may fit). */
 static int generate_batch(const opts *o, nnt_layer *model, const records *r,
                           const int64_t *idx, size_t n, const nnt_sampling *s, int32_t **done,
                           int *too_many)
@@ -1439,7 +1440,7 @@ static int generate_batch(const opts *o, nnt_layer *model, const records *r,
     if (rc == 0)
         rc = nnt_model_generate_batch(model, (int64_t)rows, prompts, lens, seeds,
                                       (int64_t)ngen, s, out);
-    if (rc == NNT_E_NOMEM && n > 1 && out) {   /* the library's: fewer records may fit */
+    if (rc == NNT_E_NOMEM && n > 1 && out) {
         free(prompts), free(lens), free(seeds), free(out);
         *too_many = 1;
         return 0;
