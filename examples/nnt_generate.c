@@ -703,7 +703,33 @@ static int is_eos_id(int32_t token, const int32_t *eos, size_t neos)
     return 0;
 }
 
-/* --num-samples N > 1: the N sequences generated side by side (nnt_model_generate_n), then
+/* The nseq samples of --num-samples into out (nseq, ngen), side by side
+ * (nnt_model_generate_n), sample r with seed S + r; while they do not fit in memory, in groups
+ * half as large (each sample the same: its seed is its own), said. 0, or 1 reported. */
+static int samples_side_by_side(nnt_layer *model, const int32_t *prompt, size_t nprompt,
+                                size_t nseq, size_t ngen, const nnt_sampling *s, int32_t *out)
+{
+    size_t group = nseq;
+    for (size_t r0 = 0; r0 < nseq;) {
+        size_t n = nseq - r0 < group ? nseq - r0 : group;
+        nnt_sampling g = *s;
+        g.seed = s->seed + r0;
+        int rc = nnt_model_generate_n(model, prompt, (int64_t)nprompt, (int64_t)n,
+                                      (int64_t)ngen, &g, out + r0 * ngen);
+        if (rc == NNT_E_NOMEM && n > 1) {
+            group = n / 2;
+            fprintf(stderr, "nnt-generate: %zu samples side by side do not fit in memory: %zu "
+                    "at a time from here on\n", n, group);
+            continue;
+        }
+        if (rc)
+            return lib_error("nnt_model_generate_n", rc);
+        r0 += n;
+    }
+    return 0;
+}
+
+/* --num-samples N > 1: the N sequences generated side by side (samples_side_by_side), then
  * each printed as one sequence alone is (up to its eos, which is printed), text under a line
  * "--- sample R of N ---", ids a line each. */
 static int generate_samples(const opts *o, nnt_layer *model, nnt_tokenizer *tok,
@@ -714,14 +740,12 @@ static int generate_samples(const opts *o, nnt_layer *model, nnt_tokenizer *tok,
     int32_t *out = malloc((nseq * ngen + 1) * sizeof *out);
     int32_t *ids = malloc((nprompt + ngen + 1) * sizeof *ids);
     nnt_sampling s = sampling_of(o, eos, neos);
-    int status = 0, rc = 0;
+    int status = 0;
     if (!out || !ids)
         status = lib_error("out of memory", NNT_E_NOMEM);
     if (status == 0) {
         note_past_context(o, model, nprompt);
-        if ((rc = nnt_model_generate_n(model, prompt, (int64_t)nprompt, (int64_t)nseq,
-                                       (int64_t)ngen, &s, out)))
-            status = lib_error("nnt_model_generate_n", rc);
+        status = samples_side_by_side(model, prompt, nprompt, nseq, ngen, &s, out);
     }
     for (size_t r = 0; r < nseq && status == 0; r++) {
         if (!o->print_ids && tok)

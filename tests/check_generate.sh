@@ -207,6 +207,19 @@ grep -q "$halved" "$tmp/p16m.err" && grep -q "$summary" "$tmp/p16m.err" ||
     { fail "--prompts under 1 MiB: not halved"; cat "$tmp/p16m.err"; }
 cmp -s "$tmp/p16.out" "$tmp/p16m.out" && [ "$(wc -l < "$tmp/p16m.out")" -eq 16 ] ||
     { fail "--prompts under 1 MiB: not --batch 4's lines"; cat "$tmp/p16m.out"; }
+# so are --num-samples' samples of one prompt: 32 of 100 new tokens do not fit in 1 MiB, 16 do
+sargs="--load-hf $tmp/chat --max-new-tokens 100 --cpus 2 --print-ids --prompt-ids 5,6,7,8,9"
+sargs="$sargs --temperature 0.8 --seed 11 --num-samples 32"
+# shellcheck disable=SC2086 # the options are words
+"$prog" $sargs > "$tmp/n32.out" 2> "$tmp/n32.err" ||
+    { fail "--num-samples 32: exit status $?"; cat "$tmp/n32.err"; }
+# shellcheck disable=SC2086 # the options are words
+STARPU_LIMIT_CPU_MEM=1 "$prog" $sargs > "$tmp/n32m.out" 2> "$tmp/n32m.err" ||
+    { fail "--num-samples 32 under 1 MiB: exit status $?"; cat "$tmp/n32m.err"; }
+grep -q '^nnt-generate: 32 samples side by side do not fit in memory: 16 at a time from here on$' \
+    "$tmp/n32m.err" || { fail "--num-samples 32 under 1 MiB: not halved"; cat "$tmp/n32m.err"; }
+cmp -s "$tmp/n32.out" "$tmp/n32m.out" && [ "$(sort -u "$tmp/n32m.out" | wc -l)" -gt 16 ] ||
+    { fail "--num-samples 32 under 1 MiB: not the samples side by side"; cat "$tmp/n32m.out"; }
 # shellcheck disable=SC2086 # the options are words
 p1=$("$prog" $pargs --prompts "$tmp/p1.jsonl" --temperature 0 2> "$tmp/p1.err" | ids_of)
 w2=$("$prog" $pargs --chat --system "Be brief." --prompt "Name a fruit." --temperature 0 2> /dev/null)
