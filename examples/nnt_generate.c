@@ -703,6 +703,15 @@ static int is_eos_id(int32_t token, const int32_t *eos, size_t neos)
     return 0;
 }
 
+/* Half of n (n >= 2 things side by side that did not fit in memory), said on standard
+ * error: "N what side by side do not fit ..." (\r first on a terminal's progress line). */
+static size_t halved(size_t n, const char *what, int cr)
+{
+    fprintf(stderr, "%snnt-generate: %zu %s side by side do not fit in memory: %zu at a time "
+            "from here on\n", cr ? "\r" : "", n, what, n / 2);
+    return n / 2;
+}
+
 /* The nseq samples of --num-samples into out (nseq, ngen), side by side
  * (nnt_model_generate_n), sample r with seed S + r; while they do not fit in memory, in groups
  * half as large (each sample the same: its seed is its own), said. 0, or 1 reported. */
@@ -717,9 +726,7 @@ static int samples_side_by_side(nnt_layer *model, const int32_t *prompt, size_t 
         int rc = nnt_model_generate_n(model, prompt, (int64_t)nprompt, (int64_t)n,
                                       (int64_t)ngen, &g, out + r0 * ngen);
         if (rc == NNT_E_NOMEM && n > 1) {
-            group = n / 2;
-            fprintf(stderr, "nnt-generate: %zu samples side by side do not fit in memory: %zu "
-                    "at a time from here on\n", n, group);
+            group = halved(n, "samples", 0);
             continue;
         }
         if (rc)
@@ -1461,13 +1468,10 @@ static int generate_batch(const opts *o, nnt_layer *model, const records *r,
         lens[row] = c->len;
         seeds[row] = s->seed + row % nseq;
     }
-    if (rc == 0)
+    if (rc == 0) {
         rc = nnt_model_generate_batch(model, (int64_t)rows, prompts, lens, seeds,
                                       (int64_t)ngen, s, out);
-    if (rc == NNT_E_NOMEM && n > 1 && out) {
-        free(prompts), free(lens), free(seeds), free(out);
-        *too_many = 1;
-        return 0;
+        *too_many = rc == NNT_E_NOMEM && n > 1;
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         int32_t *mine = malloc((nseq * ngen + 1) * sizeof *mine);
@@ -1479,7 +1483,7 @@ static int generate_batch(const opts *o, nnt_layer *model, const records *r,
         done[idx[i]] = mine;
     }
     free(prompts), free(lens), free(seeds), free(out);
-    if (rc == 0)
+    if (rc == 0 || *too_many)
         return 0;
     const record *c = &r->r[idx[0]];
     if (n > 1)
@@ -1527,9 +1531,7 @@ static int generate_prompts(const opts *o, nnt_layer *model, const nnt_tokenizer
         nb = n - b0 < batch ? n - b0 : batch;
         status = generate_batch(o, model, r, idx + b0, nb, &s, done, &too_many);
         if (status == 0 && too_many) {   /* the same records again, half as many at once */
-            batch = nb / 2;
-            fprintf(stderr, "%snnt-generate: %zu records side by side do not fit in memory: "
-                    "%zu at a time from here on\n", tty ? "\r" : "", nb, batch);
+            batch = halved(nb, "records", tty);
             nb = 0;
             continue;
         }

@@ -544,8 +544,9 @@ dora_weight_norm_stale|lib/layers/lora.c|s@    if (lo->w2\[i\] \&\& lo->w2_of\[i
 dora_peft_no_magnitude|lib/models/lora.c|s@    return lo->dora ? p->fn(\&mag, p->arg) : NNT_OK;@    return NNT_OK;@|PEFT files: DoRA magnitudes neither written nor read
 tokenize_pad_id_ignored|examples/nnt_tokenize.c|s@                    o->unpaired, o->pad_id};@                    o->unpaired, -1};@|nnt-tokenize --pad-id: the rows padded with the tokenizer pad
 row_tiles_100M|lib/models/tiling.c|s@    int64_t by_flops = (int64_t)(down / AUTO_MIN_ROW_TASK_FLOP);@    int64_t by_flops = (int64_t)(down / AUTO_MIN_TASK_FLOP);@|automatic tiling: row tiles asked 100 MFLOP a product again (one row tile for small models)
-gen_nomem_not_halved|examples/nnt_generate.c|s@    if (rc == NNT_E_NOMEM \&\& n > 1 \&\& out) {@    if (0 \&\& rc == NNT_E_NOMEM \&\& n > 1 \&\& out) {@|nnt-generate --prompts: a batch that does not fit in memory ends the run instead of being halved
+gen_nomem_not_halved|examples/nnt_generate.c|s@        \*too_many = rc == NNT_E_NOMEM \&\& n > 1;@        *too_many = 0;@|nnt-generate --prompts: a batch that does not fit in memory ends the run instead of being halved
 gen_samples_nomem_not_halved|examples/nnt_generate.c|s@        if (rc == NNT_E_NOMEM \&\& n > 1) {@        if (0) {@|nnt-generate --num-samples: samples that do not fit in memory side by side end the run instead of going in smaller groups
+rep_penalty_argmax_raw|lib/models/sample.c|s@        best = argmax(pl, V), l = pl;@        l = pl;@|repetition penalty: greedy and the candidates measured from the largest raw logit, not the largest penalized one
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -294,14 +294,18 @@ const float *nnt_sampler_penalize(nnt_sampler *sm, const float *l, const nnt_sam
 int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const float *l,
                      const nnt_sample_seq *seq, uint64_t rng[4], int32_t *token)
 {
-    int64_t V = sm->V;
-    for (int64_t v = 0; v < V; v++)
+    int64_t V = sm->V, best = 0;
+    for (int64_t v = 0; v < V; v++) {
         if (!isfinite(l[v]))
             return nnt_fail(ctx, NNT_E_STATE, "%s: logit of token %lld is %g (diverged "
                             "weights?)", fn, (long long)v, (double)l[v]);
-    if (!(l = nnt_sampler_penalize(sm, l, seq)))
+        best = l[v] > l[best] ? v : best;   /* the lowest id on ties */
+    }
+    const float *pl = nnt_sampler_penalize(sm, l, seq);
+    if (!pl)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory (repetition penalty)", fn);
-    int64_t best = argmax(l, V);
+    if (pl != l)   /* the penalty may move the largest */
+        best = argmax(pl, V), l = pl;
     if (sm->temperature == 0.0) {
         *token = (int32_t)best;
         return NNT_OK;
