@@ -40,6 +40,8 @@ typedef struct opts {
     int64_t num_labels;                     /* --num-labels: a language model's directory
                                                read into a classifier (0: as it is)   */
     double temperature, top_p, min_p, repetition_penalty;
+    double typical_p, epsilon_cutoff, eta_cutoff;
+    int64_t no_repeat_ngram;                /* --no-repeat-ngram-size */
     int tokenizer;                          /* TOK_*, -1: not given          */
     int precision;                          /* nnt_precision                 */
     int quantize;                           /* --quantize none|nf4 (index)   */
@@ -126,13 +128,26 @@ static const cli_option table[] = {
              "probability P at least\n(default 1, or the model's)"),
     OPT_REAL("min-p", min_p, 0, 1, "0", 0, "P", "only the tokens at least P times as likely "
              "as the\nmost likely one (after the others; default 0: all,\nor the model's)"),
+    OPT_REAL("typical-p", typical_p, 0, 1, "1", CLI_OPEN_MIN, "P", "then only the tokens "
+             "nearest the entropy (locally\ntypical), of probability P together (default 1:\n"
+             "all, or the model's)"),
+    OPT_REAL("epsilon-cutoff", epsilon_cutoff, 0, 1, "0", CLI_OPEN_MAX, "E", "then only the "
+             "tokens of probability E at least\n(default 0: all, or the model's)"),
+    OPT_REAL("eta-cutoff", eta_cutoff, 0, 1, "0", CLI_OPEN_MAX, "E", "then only the tokens of "
+             "probability min(E,\nsqrt(E) exp(-entropy)) at least (default 0: all,\nor the "
+             "model's)"),
     OPT_REAL("repetition-penalty", repetition_penalty, 0, 1e6, "1", CLI_OPEN_MIN, "R",
              "the logits of the tokens already in the sequence\n(prompt too) divided by R "
              "where positive,\nmultiplied where negative (default 1: none, or\nthe model's)"),
+    OPT_INT("no-repeat-ngram-size", no_repeat_ngram, 0, CLI_BIG, "0", 0, "N",
+            "never a token that ends an N-gram already in\nthe sequence (prompt too; greedy "
+            "too; default 0:\nnone, or the model's)"),
     OPT_CHOICE("generation-config", generation_config, auto_none, "auto", 0, "W",
-               "auto: the temperature, top_k, top_p, min_p and\nrepetition_penalty that the "
-               "model directory's\ngeneration_config.json gives, for those not given\nhere "
-               "(as vLLM takes them); none: nnt-generate's\ndefaults (default auto)"),
+               "auto: the sampling settings that the model\ndirectory's "
+               "generation_config.json gives\n(temperature, top_k, top_p, min_p, typical_p,\n"
+               "epsilon_cutoff, eta_cutoff, repetition_penalty,\nno_repeat_ngram_size), for "
+               "those not given here (as\nvLLM takes them); none: nnt-generate's defaults\n"
+               "(default auto)"),
     OPT_INT("seed", seed, 0, CLI_BIG, "0", 0, "S", "sampling seed (default 0)"),
     OPT_INT("num-samples", num_samples, 1, 4096, "1", 0, "N",
             "N continuations of the prompt generated side by\nside (one batch: the weights "
@@ -345,9 +360,37 @@ static int was_given(const char *name)
     return d && given[d - table];
 }
 
-/* --generation-config auto: the temperature, top_k, top_p, min_p and repetition_penalty of
- * the model directory's generation_config.json for those the command line does not give
- * (nnt_model_hf_sampling),
+/* What --generation-config auto may take from generation_config.json: the option that gives
+ * it here, its NNT_HF_SAMPLING_* bit, where it is in nnt_sampling and in opts (an int64_t or
+ * a double) */
+static const struct {
+    const char *option, *key;
+    unsigned bit;
+    size_t in_sampling, in_opts;
+    int integer;
+} hf_taken[] = {
+    {"temperature", "temperature", NNT_HF_SAMPLING_TEMPERATURE,
+     offsetof(nnt_sampling, temperature), offsetof(opts, temperature), 0},
+    {"top-k", "top_k", NNT_HF_SAMPLING_TOP_K, offsetof(nnt_sampling, top_k),
+     offsetof(opts, top_k), 1},
+    {"top-p", "top_p", NNT_HF_SAMPLING_TOP_P, offsetof(nnt_sampling, top_p),
+     offsetof(opts, top_p), 0},
+    {"min-p", "min_p", NNT_HF_SAMPLING_MIN_P, offsetof(nnt_sampling, min_p),
+     offsetof(opts, min_p), 0},
+    {"typical-p", "typical_p", NNT_HF_SAMPLING_TYPICAL_P, offsetof(nnt_sampling, typical_p),
+     offsetof(opts, typical_p), 0},
+    {"epsilon-cutoff", "epsilon_cutoff", NNT_HF_SAMPLING_EPSILON_CUTOFF,
+     offsetof(nnt_sampling, epsilon_cutoff), offsetof(opts, epsilon_cutoff), 0},
+    {"eta-cutoff", "eta_cutoff", NNT_HF_SAMPLING_ETA_CUTOFF, offsetof(nnt_sampling, eta_cutoff),
+     offsetof(opts, eta_cutoff), 0},
+    {"repetition-penalty", "repetition_penalty", NNT_HF_SAMPLING_REPETITION_PENALTY,
+     offsetof(nnt_sampling, repetition_penalty), offsetof(opts, repetition_penalty), 0},
+    {"no-repeat-ngram-size", "no_repeat_ngram_size", NNT_HF_SAMPLING_NO_REPEAT_NGRAM_SIZE,
+     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 1},
+};
+
+/* --generation-config auto: the sampling settings of the model directory's
+ * generation_config.json (nnt_model_hf_sampling) for those the command line does not give,
  * said on standard error. 0, or 1 reported. */
 static int generation_defaults(opts *o)
 {
@@ -357,29 +400,24 @@ static int generation_defaults(opts *o)
     int rc = dir ? nnt_model_hf_sampling(dir, &s, &found) : 0;
     if (rc)
         return lib_error("--generation-config auto", rc);
-    char said[256] = "";   /* what is taken (five short items at most) */
+    char said[512] = "";   /* what is taken (nine short items at most) */
     int n = 0;
-    if ((found & NNT_HF_SAMPLING_TEMPERATURE) && !was_given("temperature")) {
-        o->temperature = s.temperature;
-        n += snprintf(said + n, sizeof said - (size_t)n, "temperature %g", s.temperature);
-    }
-    if ((found & NNT_HF_SAMPLING_TOP_K) && !was_given("top-k")) {
-        o->top_k = s.top_k;
-        n += snprintf(said + n, sizeof said - (size_t)n, "%stop_k %lld", n ? ", " : "",
-                      (long long)s.top_k);
-    }
-    if ((found & NNT_HF_SAMPLING_TOP_P) && !was_given("top-p")) {
-        o->top_p = s.top_p;
-        n += snprintf(said + n, sizeof said - (size_t)n, "%stop_p %g", n ? ", " : "", s.top_p);
-    }
-    if ((found & NNT_HF_SAMPLING_MIN_P) && !was_given("min-p")) {
-        o->min_p = s.min_p;
-        n += snprintf(said + n, sizeof said - (size_t)n, "%smin_p %g", n ? ", " : "", s.min_p);
-    }
-    if ((found & NNT_HF_SAMPLING_REPETITION_PENALTY) && !was_given("repetition-penalty")) {
-        o->repetition_penalty = s.repetition_penalty;
-        n += snprintf(said + n, sizeof said - (size_t)n, "%srepetition_penalty %g",
-                      n ? ", " : "", s.repetition_penalty);
+    for (size_t i = 0; i < sizeof hf_taken / sizeof *hf_taken; i++) {
+        if (!(found & hf_taken[i].bit) || was_given(hf_taken[i].option))
+            continue;
+        const char *from = (const char *)&s + hf_taken[i].in_sampling;
+        char *to = (char *)o + hf_taken[i].in_opts;
+        n += snprintf(said + n, sizeof said - (size_t)n, "%s%s ", n ? ", " : "",
+                      hf_taken[i].key);
+        if (hf_taken[i].integer) {
+            memcpy(to, from, sizeof(int64_t));
+            n += snprintf(said + n, sizeof said - (size_t)n, "%lld",
+                          (long long)*(const int64_t *)(const void *)from);
+        } else {
+            memcpy(to, from, sizeof(double));
+            n += snprintf(said + n, sizeof said - (size_t)n, "%g",
+                          *(const double *)(const void *)from);
+        }
     }
     if (n)
         fprintf(stderr, "nnt-generate: sampling with %s from %s/generation_config.json "
@@ -625,6 +663,10 @@ static nnt_sampling sampling_of(const opts *o, const int32_t *eos, size_t neos)
     s.top_p = o->top_p;
     s.min_p = o->min_p;
     s.repetition_penalty = o->repetition_penalty;
+    s.typical_p = o->typical_p;
+    s.epsilon_cutoff = o->epsilon_cutoff;
+    s.eta_cutoff = o->eta_cutoff;
+    s.no_repeat_ngram_size = o->no_repeat_ngram;
     s.seed = (uint64_t)o->seed;
     s.eos_ids = eos;
     s.n_eos_ids = (int64_t)neos;

@@ -1739,17 +1739,34 @@ typedef struct nnt_sampling {
     double min_p;                /* in [0, 1]; 0: none. After temperature, top_k and top_p,
                                     only the tokens whose probability is at least min_p times
                                     the most likely token's: transformers' min_p             */
+    /* also new in 0.4, later (a size without them gets none) */
+    double typical_p;            /* in (0, 1]; 1: none. After min_p, only the tokens whose
+                                    -log p is nearest the entropy, as many as hold typical_p
+                                    of the probability (p and the entropy over the tokens left):
+                                    transformers' typical_p (locally typical sampling)        */
+    double epsilon_cutoff;       /* in [0, 1); 0: none. Then only the tokens of probability at
+                                    least epsilon_cutoff (and the most likely one):
+                                    transformers' epsilon_cutoff                             */
+    double eta_cutoff;           /* in [0, 1); 0: none. Then only the tokens of probability at
+                                    least min(eta, sqrt(eta) exp(-entropy)) (and the most likely
+                                    one): transformers' eta_cutoff                           */
+    int64_t no_repeat_ngram_size;   /* >= 0; 0: none. n > 0: a token that would end an n-gram
+                                    already in the sequence (prompt and generated) is never
+                                    chosen (greedy too; with the repetition penalty, before
+                                    the rest): transformers' no_repeat_ngram_size            */
 } nnt_sampling;
 
 #define NNT_SAMPLING_INIT                                                                      \
-    { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL, NULL, 0, 1.0, 0.0 }
+    { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL, NULL, 0, 1.0, 0.0, 1.0, 0.0, 0.0, \
+      0 }
 
 /* The sampling a Hugging Face model directory recommends (new in 0.4), as vLLM takes it:
- * generation_config.json's temperature, top_k, top_p, repetition_penalty and min_p written
- * into *s where the file names them (the other fields, and those it does not name, left as
- * they are; the last two only when s->size holds them); *found the NNT_HF_SAMPLING_* bits of
- * the ones it named (0 without the file, which is no error). do_sample is not read; settings
- * nnt does not apply (typical_p, no_repeat_ngram_size, ...) at values that would change the
+ * generation_config.json's temperature, top_k, top_p, repetition_penalty, min_p, typical_p,
+ * epsilon_cutoff, eta_cutoff and no_repeat_ngram_size written into *s where the file names
+ * them (the other fields, and those it does not name, left as they are; a field only when
+ * s->size holds it); *found the NNT_HF_SAMPLING_* bits of the ones it wrote (0 without the
+ * file, which is no error; a null value is no value). do_sample is not read; settings nnt does not apply
+ * (encoder_repetition_penalty, length_penalty, top_h) at values that would change the
  * sampling are named in a warning (nnt_log). Malformed JSON or a value out of range:
  * NNT_E_FORMAT naming the file and key. */
 #define NNT_HF_SAMPLING_TEMPERATURE 1u
@@ -1757,6 +1774,10 @@ typedef struct nnt_sampling {
 #define NNT_HF_SAMPLING_TOP_P 4u
 #define NNT_HF_SAMPLING_REPETITION_PENALTY 8u
 #define NNT_HF_SAMPLING_MIN_P 16u
+#define NNT_HF_SAMPLING_TYPICAL_P 32u
+#define NNT_HF_SAMPLING_EPSILON_CUTOFF 64u
+#define NNT_HF_SAMPLING_ETA_CUTOFF 128u
+#define NNT_HF_SAMPLING_NO_REPEAT_NGRAM_SIZE 256u
 NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *found);
 
 /* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to

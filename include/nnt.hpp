@@ -671,8 +671,9 @@ inline std::vector<std::int32_t> model_hf_eos_ids(std::string_view dir)
     return ids;
 }
 /* Its recommended sampling (nnt_model_hf_sampling): generation_config.json's temperature,
- * top_k, top_p, repetition_penalty and min_p written into s where it names them; returns the
- * NNT_HF_SAMPLING_* bits of those it named (0 without the file). */
+ * top_k, top_p, repetition_penalty, min_p, typical_p, epsilon_cutoff, eta_cutoff and
+ * no_repeat_ngram_size written into s where it names them; returns the NNT_HF_SAMPLING_* bits
+ * of those it wrote (0 without the file). */
 inline unsigned model_hf_sampling(std::string_view dir, nnt_sampling &s)
 {
     unsigned found = 0;

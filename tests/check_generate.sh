@@ -53,6 +53,10 @@ expect eos "24 26 16 8" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens
 rep_want="24 26 16 8 32 56 46 50 49 24 12 12 12 12 12 12 12 12 12 12"
 expect repetition_penalty "$rep_want" --load-hf "$gqa" --prompt-ids "$prompt" \
     --max-new-tokens 20 --temperature 0 --repetition-penalty 1.3 --print-ids --cpus 2
+# --no-repeat-ngram-size 2: transformers' generate(no_repeat_ngram_size=2) (gqa.ngram_greedy)
+ngram_want="24 26 16 8 32 24 33 42 46 50 22 50 6 17 26 22 28 28 50 42"
+expect no_repeat_ngram "$ngram_want" --load-hf "$gqa" --prompt-ids "$prompt" \
+    --max-new-tokens 20 --temperature 0 --no-repeat-ngram-size 2 --print-ids --cpus 2
 expect eos_list "24 26" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
     --temperature 0 --eos 40,26 --print-ids --cpus 2
 # --eos auto (the default): generation_config.json's eos_token_id list (an id beyond the
@@ -78,15 +82,16 @@ cp "$gqa/model.safetensors" "$gqa/config.json" "$tmp/gqa_gc/"
 sampled=$("$prog" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 --seed 4 \
     --top-k 0 --print-ids --cpus 2 2> /dev/null)
 [ -n "$sampled" ] && [ "$sampled" != "$want" ] || fail "gqa sampled: '$sampled' (the greedy ids?)"
-echo '{"top_k": 1, "typical_p": 0.9}' > "$tmp/gqa_gc/generation_config.json"
+echo '{"top_k": 1, "typical_p": 0.9, "encoder_repetition_penalty": 1.2}' \
+    > "$tmp/gqa_gc/generation_config.json"
 expect gc_top_k "$want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
     --seed 4 --print-ids --cpus 2
-grep -q "^nnt-generate: sampling with top_k 1 from $tmp/gqa_gc/generation_config.json" "$tmp/gc_top_k.err" &&
-    grep -q "typical_p 0.9 is not applied" "$tmp/gc_top_k.err" ||
-    { fail "gc_top_k: no line naming the sampling taken, or typical_p"; cat "$tmp/gc_top_k.err"; }
+grep -q "^nnt-generate: sampling with top_k 1, typical_p 0.9 from $tmp/gqa_gc/generation_config.json" "$tmp/gc_top_k.err" &&
+    grep -q "encoder_repetition_penalty 1.2 is not applied" "$tmp/gc_top_k.err" ||
+    { fail "gc_top_k: no line naming the sampling taken, or the one not applied"; cat "$tmp/gc_top_k.err"; }
 expect gc_given "$sampled" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
-    --seed 4 --top-k 0 --print-ids --cpus 2
-grep -q "sampling with" "$tmp/gc_given.err" && fail "gc_given: the file's top_k said taken"
+    --seed 4 --top-k 0 --typical-p 1 --print-ids --cpus 2
+grep -q "sampling with" "$tmp/gc_given.err" && fail "gc_given: the file's top_k or typical_p said taken"
 echo '{"top_k": 0, "temperature": 1.0}' > "$tmp/gqa_gc/generation_config.json"
 expect gc_all_tokens "$sampled" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
     --seed 4 --print-ids --cpus 2
@@ -103,6 +108,13 @@ expect gc_repetition_penalty "$rep_want" --load-hf "$tmp/gqa_gc" --prompt-ids "$
 grep -q "sampling with temperature 0, min_p 0.5, repetition_penalty 1.3 from" \
     "$tmp/gc_repetition_penalty.err" ||
     { fail "gc_repetition_penalty: no line naming them"; cat "$tmp/gc_repetition_penalty.err"; }
+echo '{"temperature": 0.0, "no_repeat_ngram_size": 2, "eta_cutoff": 0.001}' \
+    > "$tmp/gqa_gc/generation_config.json"
+expect gc_no_repeat_ngram "$ngram_want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" \
+    --max-new-tokens 20 --print-ids --cpus 2
+grep -q "sampling with temperature 0, eta_cutoff 0.001, no_repeat_ngram_size 2 from" \
+    "$tmp/gc_no_repeat_ngram.err" ||
+    { fail "gc_no_repeat_ngram: no line naming them"; cat "$tmp/gc_no_repeat_ngram.err"; }
 echo '{"top_p": 1.5}' > "$tmp/gqa_gc/generation_config.json"
 "$prog" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 4 --cpus 2 \
     > /dev/null 2> "$tmp/gc_bad.err"

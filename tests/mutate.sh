@@ -528,8 +528,8 @@ val_mae_squared|lib/train/trainer.c|s@            c->abs_err += multi ? 0.0 : fa
 jsonl_pad_id_ignored|examples/tokenize_jsonl.c|s@    if (o->pad_id >= 0)@    if (0)@|nnt-train --pad-id with .jsonl records: the rows padded with the tokenizer pad, pooled by the given id
 gen_top_p_dropped|examples/nnt_generate.c|s@    s.top_p = o->top_p;@    s.top_p = 1.0;@|nnt-generate --top-p not passed to the sampler
 train_qk_norm_dropped|examples/nnt_train.c|s@    if (o->qk_norm) c.qk_norm = 1;@    if (0) c.qk_norm = 1;@|nnt-train --qk-norm: the fresh model made without q/k norms
-hf_sampling_top_p_as_k|lib/models/config_json.c|s@        s->temperature = temperature, s->top_k = top_k, s->top_p = top_p;@        s->temperature = temperature, s->top_k = top_k, s->top_p = s->top_p;@|nnt_model_hf_sampling: the file top_p not written
-gen_config_over_given|examples/nnt_generate.c|s@    if ((found \& NNT_HF_SAMPLING_TOP_K) \&\& !was_given("top-k")) {@    if (found \& NNT_HF_SAMPLING_TOP_K) {@|nnt-generate --generation-config auto: the file top_k over the one given on the command line
+hf_sampling_double_unwritten|lib/models/config_json.c|s@            \*(double \*)((char \*)s + h->offset) = vals\[i\];@            (void)vals[i];@|nnt_model_hf_sampling: the settings held as doubles (temperature, top_p, ...) not written
+gen_config_over_given|examples/nnt_generate.c|s@        if (!(found \& hf_taken\[i\].bit) .. was_given(hf_taken\[i\].option))@        if (!(found \& hf_taken[i].bit))@|nnt-generate --generation-config auto: the file settings over those given on the command line
 dora_no_cross_term|lib/layers/lora.c|s@    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 2.0 \* s, lo->a, w, 0.0, lo->pt\[i\],@    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 0.0 * s, lo->a, w, 0.0, lo->pt[i],@|DoRA: the norm without its 2 s W A^T term
 dora_nf4_sumsq_absmax|cpu/nf4.c|s@            float w = nf4_table\[q\] \* absmax\[k / NNT_NF4_BLOCK\];@            float w = nf4_table[q] * absmax[k / NNT_NF4_BLOCK / 2];@|QDoRA: the NF4 rows squared with the wrong blocks absmax
 dora_no_square_term|lib/layers/lora.c|s@    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, s \* s, b, lo->aat, 1.0, lo->q\[i\], 1, 0));@    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, s, b, lo->aat, 1.0, lo->q[i], 1, 0));@|DoRA: the norm with s B A A^T B^T for s^2
@@ -547,6 +547,16 @@ row_tiles_100M|lib/models/tiling.c|s@    int64_t by_flops = (int64_t)(down / AUT
 gen_nomem_not_halved|examples/nnt_generate.c|s@        \*too_many = rc == NNT_E_NOMEM \&\& n > 1;@        *too_many = 0;@|nnt-generate --prompts: a batch that does not fit in memory ends the run instead of being halved
 gen_samples_nomem_not_halved|examples/nnt_generate.c|s@        if (rc == NNT_E_NOMEM \&\& n > 1) {@        if (0) {@|nnt-generate --num-samples: samples that do not fit in memory side by side end the run instead of going in smaller groups
 rep_penalty_argmax_raw|lib/models/sample.c|s@        best = argmax(pl, V), l = pl;@        l = pl;@|repetition penalty: greedy and the candidates measured from the largest raw logit, not the largest penalized one
+typical_entropy_sign|lib/models/sample.c|s@    return log(s) - sa / s;   /\* -sum p log p, p = w / s \*/@    return log(s) + sa / s;@|typical_p and eta_cutoff: the entropy with the wrong sign
+typical_no_ties|lib/models/sample.c|s@    last = last < k - 1 ? last : k - 1;@    last = last > 0 ? last - 1 : 0;@|typical_p: one candidate fewer than the mass asks
+typical_probability_before_temperature|lib/models/sample.c|s@        acc += exp((c\[o\[j\].id\].logit - \*max) / t) / sum;@        acc += exp(c[o[j].id].logit - *max) / sum;@|typical_p: the running probability without the temperature
+epsilon_max_dropped|lib/models/sample.c|s@        if (c\[j\].logit == max @        if (0 @|epsilon/eta cutoffs: the most likely token not kept when under the cut
+eta_no_min|lib/models/sample.c|s@        k = probability_cut(sm, k, max, sum, cut < eta ? cut : eta);@        k = probability_cut(sm, k, max, sum, cut);@|eta_cutoff: sqrt(eta) exp(-H) without the min with eta
+ngram_last_window|lib/models/sample.c|s@    for (int64_t i = 0; i + n <= len; i++) {   /\* the n-gram at i \*/@    for (int64_t i = 0; i + n < len; i++) {@|no_repeat_ngram_size: the latest n-gram not seen
+ngram_all_banned_unchecked|lib/models/sample.c|s@    if (l\[best\] == -INFINITY)@    if (0)@|no_repeat_ngram_size: a vocabulary all banned chooses token 0
+eta_not_passed|lib/models/generate.c|s@    g.sm.eta_cutoff = s->eta_cutoff;@    g.sm.eta_cutoff = 0.0;@|eta_cutoff never reaches the sampler
+hf_typical_range|lib/models/config_json.c|s@    case 5: return v > 0 \&\& v <= 1;           /\* typical_p \*/@    case 5: return 1;@|generation_config.json: a typical_p out of range taken
+generate_ngram_as_double|examples/nnt_generate.c|s@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 1},@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 0},@|nnt-generate: no_repeat_ngram_size of generation_config.json copied as a double
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

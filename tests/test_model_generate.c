@@ -241,16 +241,60 @@ START_TEST(test_sampling)
 }
 END_TEST
 
-/* ---- repetition penalty and min_p against transformers' processors ---------------------- */
+/* ---- repetition penalty, n-gram bans and the warpers against transformers' processors ---- */
 
 /* tests/fixtures/llama_tiny/sampling.safetensors (tests/gen_sampling_fixtures.py) */
 enum { SV = 300 };
 
+/* NoRepeatNGramLogitsProcessor's bans (proc.ngram<N>) after each prefix of proc.ngram_seq,
+ * the prefix split as all prompt and as one prompt token and the rest generated: the banned
+ * tokens -inf in nnt_sampler_penalize's logits, every other logit unchanged */
+static void sampler_ngram_hf(nnt_st_reader *r)
+{
+    int64_t nseq = 0, nlen = 0;
+    int32_t *seq = fixture_read_n(r, "proc.ngram_seq", NNT_IO_I32, &nseq);
+    int32_t *lens = fixture_read_n(r, "proc.ngram_len", NNT_IO_I32, &nlen);
+    float logits[SV];
+    for (int v = 0; v < SV; v++)
+        logits[v] = (float)((v * 37) % 23) - 11.0f;
+    int banned_somewhere = 0;
+    for (int n = 1; n <= 4; n++) {
+        char name[32];
+        snprintf(name, sizeof name, "proc.ngram%d", n);
+        int32_t *want = fixture_read(r, name, NNT_IO_I32, NULL);
+        nnt_sampler sm;
+        EXPECT_OK(nnt_sampler_init(&sm, ctx, "test", SV, 1.0, 0));
+        sm.no_repeat_ngram = n;
+        for (int64_t p = 0; p < nlen * 2; p++) {
+            const int64_t len = lens[p / 2], np = p % 2 ? 1 : len;
+            const nnt_sample_seq q = {seq, np, seq + np, len - np};
+            const float *got = nnt_sampler_penalize(&sm, logits, &q);
+            ck_assert_ptr_nonnull(got);
+            for (int v = 0; v < SV; v++) {
+                const int ban = want[p / 2 * SV + v];
+                ck_assert_msg(ban ? got[v] == -INFINITY : got[v] == logits[v],
+                              "no_repeat_ngram_size %d after %lld tokens (%lld of them the "
+                              "prompt): token %d %s, transformers %s it", n, (long long)len,
+                              (long long)np, v, got[v] == -INFINITY ? "banned" : "not banned",
+                              ban ? "bans" : "does not ban");
+                banned_somewhere += ban;
+            }
+        }
+        nnt_sampler_free(&sm);
+        free(want);
+    }
+    ck_assert_int_gt(banned_somewhere, 40);
+    free(seq), free(lens);
+}
+
 /* RepetitionPenaltyLogitsProcessor of 1.3 and 0.8 on logits on a grid (ties, zeros, both
  * signs) for a sequence with repeats, split as prompt and generated tokens several ways: the
  * same bits (a float multiply or divide per token seen, once however often it is seen); a
- * sampler penalizing again gives them again. Then the candidates transformers' temperature,
- * top_k, top_p and min_p warpers leave, in generate's order, for 8 settings: the same set. */
+ * sampler penalizing again gives them again. NoRepeatNGramLogitsProcessor of sizes 1 to 4
+ * after 12 prefixes of a sequence of 5 distinct ids, split as prompt and generated tokens two
+ * ways: the same tokens banned (-inf), the others' logits as they were. Then the candidates
+ * transformers' temperature, top_k, top_p, min_p, typical, epsilon and eta warpers leave, in
+ * generate's order, for 20 settings: the same set. */
 START_TEST(test_sampler_hf)
 {
     nnt_st_reader *r = open_fixture("sampling.safetensors");
@@ -281,21 +325,27 @@ START_TEST(test_sampler_hf)
         nnt_sampler_free(&sm);
         free(want);
     }
+    free(logits), free(ids);
+    sampler_ngram_hf(r);
     int64_t nparams = 0;
     float *wl = fixture_read_n(r, "warp.logits", NNT_IO_F32, &nv);
     double *params = fixture_read_n(r, "warp.params", NNT_IO_F64, &nparams);
     int32_t *kept = fixture_read(r, "warp.kept", NNT_IO_I32, NULL);
-    int min_p_cuts = 0;
-    for (int64_t c = 0; c < nparams / 4; c++) {
-        const double *pc = params + 4 * c;
+    int min_p_cuts = 0, typical_cuts = 0, epsilon_cuts = 0, eta_cuts = 0;
+    for (int64_t c = 0; c < nparams / 7; c++) {
+        const double *pc = params + 7 * c;
         nnt_sampler sm;
         EXPECT_OK(nnt_sampler_init(&sm, ctx, "test", SV, pc[0], (int64_t)pc[1]));
         sm.top_p = pc[2];
         sm.min_p = pc[3];
-        float max = wl[0];
+        sm.typical_p = pc[4];
+        sm.epsilon_cutoff = pc[5];
+        sm.eta_cutoff = pc[6];
+        double max = wl[0];
         for (int v = 1; v < SV; v++)
-            max = fmaxf(max, wl[v]);
-        int64_t k = nnt_sampler_candidates(&sm, wl, max);
+            max = fmax(max, wl[v]);
+        int64_t k = nnt_sampler_candidates(&sm, wl, &max);
+        ck_assert_int_gt(k, 0);
         int32_t mask[SV] = {0};
         for (int64_t j = 0; j < k; j++)
             mask[sm.cand[j].id] = 1;
@@ -303,44 +353,65 @@ START_TEST(test_sampler_hf)
         for (int v = 0; v < SV; v++) {
             hf += kept[c * SV + v];
             ck_assert_msg(mask[v] == kept[c * SV + v], "temperature %g top_k %g top_p %g min_p "
-                          "%g: token %d %s, transformers %s it (%lld candidates, %lld there)",
-                          pc[0], pc[1], pc[2], pc[3], v, mask[v] ? "kept" : "dropped",
+                          "%g typical_p %g epsilon_cutoff %g eta_cutoff %g: token %d %s, "
+                          "transformers %s it (%lld candidates, %lld there)", pc[0], pc[1],
+                          pc[2], pc[3], pc[4], pc[5], pc[6], v, mask[v] ? "kept" : "dropped",
                           kept[c * SV + v] ? "keeps" : "drops", (long long)k, (long long)hf);
         }
+        double top = -INFINITY;   /* *max: the largest logit of the candidates */
+        for (int64_t j = 0; j < k; j++)
+            top = fmax(top, sm.cand[j].logit);
+        ck_assert_msg(max == top, "case %lld: max %g, the candidates' %g", (long long)c, max,
+                      top);
         min_p_cuts += pc[3] > 0.0 && pc[3] < 1.0;
+        typical_cuts += pc[4] < 1.0;
+        epsilon_cuts += pc[5] > 0.0;
+        eta_cuts += pc[6] > 0.0;
         nnt_sampler_free(&sm);
     }
     ck_assert_int_ge(min_p_cuts, 5);
-    free(wl), free(params), free(kept), free(logits), free(ids);
+    ck_assert(typical_cuts >= 5 && epsilon_cuts >= 3 && eta_cuts >= 4);
+    free(wl), free(params), free(kept);
     nnt_st_close(r);
 }
 END_TEST
 
 /* Greedy generation with a repetition penalty (1.3 on gqa, 0.8 on qwen3: tokens discouraged
  * and encouraged) against transformers' generate(repetition_penalty=...), which differs from
- * plain greedy decoding in both; one sequence with the cache, without it, two side by side
- * (generate_n), and beside another prompt (generate_batch), _i = model * 2 + tiling. */
+ * plain greedy decoding in both; then no_repeat_ngram_size 2 on gqa, 3 with the penalty of
+ * 0.8 on qwen3 (generate(no_repeat_ngram_size=...)); one sequence with the cache, without
+ * it, two side by side (generate_n), and beside another prompt (generate_batch), _i = bans *
+ * 4 + model * 2 + tiling. */
 START_TEST(test_repetition_penalty_hf)
 {
-    const fix_model *m = &MODELS[_i / 2 ? 2 : 0];
+    const fix_model *m = &MODELS[_i / 2 % 2 ? 2 : 0];
+    const int bans = _i >= 4;
+    const char *kind = bans ? "ngram" : "rep";
     nnt_st_reader *r = open_fixture("sampling.safetensors");
     char name[64];
     snprintf(name, sizeof name, "%s.rep_prompt", m->name);
     int32_t *prompt = fixture_read(r, name, NNT_IO_I32, NULL);
-    snprintf(name, sizeof name, "%s.rep_greedy", m->name);
+    snprintf(name, sizeof name, "%s.%s_greedy", m->name, kind);
     int32_t *want = fixture_read(r, name, NNT_IO_I32, NULL);
-    snprintf(name, sizeof name, "%s.rep_margin", m->name);
+    snprintf(name, sizeof name, "%s.%s_margin", m->name, kind);
     float *margin = fixture_read(r, name, NNT_IO_F32, NULL), least = INFINITY;
     for (int i = 0; i < NGEN; i++)
         least = fminf(least, margin[i]);
+    snprintf(name, sizeof name, "%s.rep_greedy", m->name);
+    int32_t *penalized = fixture_read(r, name, NNT_IO_I32, NULL);
     nnt_st_close(r);
     int32_t *greedy = read_ids(m, "greedy", NGEN), got[2 * NGEN];
-    ck_assert_msg(!same_ids(want, greedy, NGEN), "the fixture's penalty changes nothing");
+    if (!bans)
+        penalized[0] = -1;   /* (the check below is the bans' alone) */
+    ck_assert_msg(!same_ids(want, greedy, NGEN), "the fixture's %s changes nothing", kind);
+    ck_assert_msg(!same_ids(want, penalized, NGEN), "the fixture's bans change nothing "
+                  "against the penalty alone");
     nnt_layer *l = load(m, MAXPOS, 1, NPROMPT + NGEN, &TILINGS[_i % 2 ? 1 : 0]);
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.temperature = 0.0;
-    s.repetition_penalty = m == &MODELS[0] ? 1.3 : 0.8;
-    char label[64];
+    s.repetition_penalty = m == &MODELS[0] ? (bans ? 1.0 : 1.3) : 0.8;
+    s.no_repeat_ngram_size = bans ? (m == &MODELS[0] ? 2 : 3) : 0;
+    char label[96];
     for (int way = 0; way < 3; way++) {
         s.no_cache = way == 1;
         if (way < 2)
@@ -348,8 +419,9 @@ START_TEST(test_repetition_penalty_hf)
         else
             EXPECT_OK(nnt_model_generate_n(l, prompt, NPROMPT, 2, NGEN, &s, got));
         for (int q = 0; q < (way == 2 ? 2 : 1); q++) {
-            snprintf(label, sizeof label, "%s repetition_penalty %g %s %d", m->name,
-                     s.repetition_penalty, way == 0 ? "cache" : way == 1 ? "no cache" : "n", q);
+            snprintf(label, sizeof label, "%s repetition_penalty %g no_repeat_ngram_size %lld "
+                     "%s %d", m->name, s.repetition_penalty, (long long)s.no_repeat_ngram_size,
+                     way == 0 ? "cache" : way == 1 ? "no cache" : "n", q);
             expect_ids(got + q * NGEN, want, NGEN, label);
         }
     }
@@ -362,11 +434,12 @@ START_TEST(test_repetition_penalty_hf)
     EXPECT_OK(nnt_model_generate_batch(l, 2, prompts, lens, NULL, NGEN, &s, got));
     expect_ids(got, alone, NGEN, "batch: the other prompt as alone");
     expect_ids(got + NGEN, want, NGEN, "batch: transformers' ids");
-    printf("test_model_generate %s repetition_penalty %g tiling %d: %d tokens equal "
-           "transformers' (smallest margin %.2e)\n", m->name, s.repetition_penalty, _i % 2,
-           NGEN, (double)least);
+    printf("test_model_generate %s repetition_penalty %g no_repeat_ngram_size %lld tiling %d: "
+           "%d tokens equal transformers' (smallest margin %.2e)\n", m->name,
+           s.repetition_penalty, (long long)s.no_repeat_ngram_size, _i % 2, NGEN,
+           (double)least);
     nnt_layer_destroy(l);
-    free(prompt), free(want), free(margin), free(greedy);
+    free(prompt), free(want), free(margin), free(greedy), free(penalized);
 }
 END_TEST
 
@@ -632,6 +705,68 @@ START_TEST(test_cache_equals_no_cache)
 }
 END_TEST
 
+/* The settings of case c of test_sampling_replay into s and sm (c 4: all of them) */
+static void replay_settings(int c, nnt_sampling *s, nnt_sampler *sm)
+{
+    s->typical_p = sm->typical_p = c == 0 || c == 4 ? 0.6 : 1.0;
+    s->epsilon_cutoff = sm->epsilon_cutoff = c == 1 || c == 4 ? 0.02 : 0.0;
+    s->eta_cutoff = sm->eta_cutoff = c == 2 || c == 4 ? 0.9 : 0.0;
+    s->no_repeat_ngram_size = sm->no_repeat_ngram = c == 3 || c == 4 ? 1 : 0;
+    s->repetition_penalty = sm->repetition_penalty = c == 4 ? 1.2 : 1.0;
+}
+
+/* Sampled generation (the GQA fixture, 40 tokens past its window) with typical_p, each
+ * cutoff, n-gram bans and all of them with a repetition penalty: every token is the one a
+ * sampler with those settings picks from the step's logits (traced), the sequence so far
+ * and the seed's generator; a sampler without the setting picks otherwise somewhere (the
+ * setting reached the picks). */
+START_TEST(test_sampling_replay)
+{
+    int64_t V = 0;
+    nnt_layer *l = kv_model(1, &TILINGS[1], &V);
+    const int32_t prompt[NPROMPT] = {1, 40, 7, 3, 22};
+    int32_t got[KV_NGEN];
+    float *logits = malloc((size_t)(KV_NGEN * V) * sizeof *logits);
+    for (int c = 0; c < 5; c++) {
+        nnt_sampling s = NNT_SAMPLING_INIT;
+        s.top_k = 0, s.temperature = 1.3, s.seed = 21 + (uint64_t)c;
+        nnt_sampler with, without;
+        EXPECT_OK(nnt_sampler_init(&with, ctx, "test", V, s.temperature, 0));
+        EXPECT_OK(nnt_sampler_init(&without, ctx, "test", V, s.temperature, 0));
+        replay_settings(c, &s, &with);
+        EXPECT_OK(nnt_model_generate_trace(l, "test", prompt, NPROMPT, KV_NGEN, &s, got,
+                                           logits));
+        uint64_t rw[4], ro[4];
+        nnt_sampler_seed(rw, s.seed);
+        nnt_sampler_seed(ro, s.seed);
+        int differ = 0;
+        for (int64_t i = 0; i < KV_NGEN; i++) {
+            const nnt_sample_seq q = {prompt, NPROMPT, got, i};
+            int32_t tw = -1, to = -1;
+            EXPECT_OK(nnt_sampler_pick(&with, ctx, "test", logits + i * V, &q, rw, &tw));
+            EXPECT_OK(nnt_sampler_pick(&without, ctx, "test", logits + i * V, &q, ro, &to));
+            ck_assert_msg(tw == got[i], "case %d token %lld: generate %d, the sampler %d", c,
+                          (long long)i, (int)got[i], (int)tw);
+            differ += to != tw;
+        }
+        ck_assert_msg(differ > 0, "case %d: the setting changes no token", c);
+        printf("test_model_generate replay case %d: %d tokens as the sampler's; %d of them "
+               "otherwise without the setting\n", c, KV_NGEN, differ);
+        nnt_sampler_free(&with);
+        nnt_sampler_free(&without);
+    }
+    /* no_repeat_ngram_size 1 bans every token seen: past V tokens none is left (greedy) */
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.temperature = 0.0, s.no_repeat_ngram_size = 1;
+    int32_t *many = malloc((size_t)V * sizeof *many);
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, V, &s, many), NNT_E_STATE,
+                    "nnt_model_generate: no_repeat_ngram_size 1 bans every token");
+    free(many);
+    free(logits);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 /* What on_token saw: the tokens in order, and whether each index came in turn. */
 typedef struct seen {
     int32_t ids[64];
@@ -768,6 +903,24 @@ START_TEST(test_top_p_eos)
         s.repetition_penalty = bad_penalty[i];
         EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
                         "nnt_model_generate: repetition_penalty");
+        s.repetition_penalty = 1.0;
+        const double bad_cut[3] = {-0.1, 1.0, NAN}, bad_typical[3] = {0.0, 1.5, NAN};
+        s.typical_p = bad_typical[i];
+        EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                        "nnt_model_generate: typical_p");
+        s.typical_p = 1.0;
+        s.epsilon_cutoff = bad_cut[i];
+        EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                        "nnt_model_generate: epsilon_cutoff");
+        s.epsilon_cutoff = 0.0;
+        s.eta_cutoff = bad_cut[i];
+        EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                        "nnt_model_generate: eta_cutoff");
+        s.eta_cutoff = 0.0;
+        s.no_repeat_ngram_size = -1 - i;
+        EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                        "nnt_model_generate: no_repeat_ngram_size");
+        s.no_repeat_ngram_size = 0;
     }
     nnt_layer_destroy(l);
     free(prompt);
@@ -876,15 +1029,38 @@ START_TEST(test_hf_sampling)
     ck_assert_uint_eq(found, NNT_HF_SAMPLING_REPETITION_PENALTY | NNT_HF_SAMPLING_MIN_P |
                              NNT_HF_SAMPLING_TOP_K);
     ck_assert(s.repetition_penalty == 1.05 && s.min_p == 0.1 && s.top_k == 20);
+    /* typical_p, the cutoffs and n-gram bans (also new in 0.4); a size without them: not
+     * written, not found */
+    write_file(dir, "generation_config.json", "{\"typical_p\": 0.4, \"epsilon_cutoff\": 3e-4, "
+               "\"eta_cutoff\": 0.002, \"no_repeat_ngram_size\": 3, \"min_p\": 0.05}");
+    s = (nnt_sampling)NNT_SAMPLING_INIT;
+    EXPECT_OK(nnt_model_hf_sampling(dir, &s, &found));
+    ck_assert_uint_eq(found, NNT_HF_SAMPLING_TYPICAL_P | NNT_HF_SAMPLING_EPSILON_CUTOFF |
+                             NNT_HF_SAMPLING_ETA_CUTOFF | NNT_HF_SAMPLING_NO_REPEAT_NGRAM_SIZE |
+                             NNT_HF_SAMPLING_MIN_P);
+    ck_assert(s.typical_p == 0.4 && s.epsilon_cutoff == 3e-4 && s.eta_cutoff == 0.002 &&
+              s.no_repeat_ngram_size == 3 && s.min_p == 0.05);
+    s = (nnt_sampling)NNT_SAMPLING_INIT;
+    s.size = offsetof(nnt_sampling, typical_p);
+    EXPECT_OK(nnt_model_hf_sampling(dir, &s, &found));
+    ck_assert_uint_eq(found, NNT_HF_SAMPLING_MIN_P);
+    ck_assert(s.typical_p == 1.0 && s.epsilon_cutoff == 0.0 && s.eta_cutoff == 0.0 &&
+              s.no_repeat_ngram_size == 0 && s.min_p == 0.05);
     static const char *const BAD[] = {"{\"temperature\": -0.5}", "{\"top_p\": 0}",
                                       "{\"top_p\": 1.01}", "{\"top_k\": -3}",
                                       "{\"top_k\": \"20\"}", "{\"temperature\": 0.7,}",
                                       "{\"top_k\": 4294967296}", "{\"repetition_penalty\": 0}",
-                                      "{\"min_p\": 1.5}", "{\"min_p\": -0.1}"};
+                                      "{\"min_p\": 1.5}", "{\"min_p\": -0.1}",
+                                      "{\"typical_p\": 0}", "{\"typical_p\": 1.2}",
+                                      "{\"epsilon_cutoff\": 1}", "{\"eta_cutoff\": -0.01}",
+                                      "{\"no_repeat_ngram_size\": -2}",
+                                      "{\"min_p\": 0.1, \"no_repeat_ngram_size\": 2.5}"};
     static const char *const KEY[] = {"temperature", "top_p", "top_p", "top_k", "top_k",
                                       "generation_config.json", "top_k", "repetition_penalty",
-                                      "min_p", "min_p"};
-    for (int i = 0; i < 10; i++) {
+                                      "min_p", "min_p", "typical_p", "typical_p",
+                                      "epsilon_cutoff", "eta_cutoff", "no_repeat_ngram_size",
+                                      "no_repeat_ngram_size"};
+    for (int i = 0; i < (int)(sizeof BAD / sizeof *BAD); i++) {
         write_file(dir, "generation_config.json", BAD[i]);
         s = (nnt_sampling)NNT_SAMPLING_INIT;
         int rc = nnt_model_hf_sampling(dir, &s, &found);
@@ -892,7 +1068,9 @@ START_TEST(test_hf_sampling)
                       strstr(nnt_ctx_last_error(NULL), "generation_config.json"),
                       "%s: rc %d '%s'", BAD[i], rc, nnt_ctx_last_error(NULL));
         ck_assert_msg(s.temperature == 1.0 && s.top_k == 40 && s.top_p == 1.0 &&
-                      s.repetition_penalty == 1.0 && s.min_p == 0.0, "%s: s changed", BAD[i]);
+                      s.repetition_penalty == 1.0 && s.min_p == 0.0 && s.typical_p == 1.0 &&
+                      s.epsilon_cutoff == 0.0 && s.eta_cutoff == 0.0 &&
+                      s.no_repeat_ngram_size == 0, "%s: s changed", BAD[i]);
     }
     EXPECT_FAIL_MSG(nnt_model_hf_sampling(NULL, &s, &found), NNT_E_INVAL, "dir is NULL");
     EXPECT_FAIL_MSG(nnt_model_hf_sampling(dir, NULL, &found), NNT_E_INVAL, "s is NULL");
@@ -1423,7 +1601,8 @@ static Suite *generate_suite(void)
     tcase_add_loop_test(tc, test_generate_batch, 0, 12);
     tcase_add_test(tc, test_sampler_top_k);
     tcase_add_test(tc, test_sampler_hf);
-    tcase_add_loop_test(tc, test_repetition_penalty_hf, 0, 4);
+    tcase_add_loop_test(tc, test_repetition_penalty_hf, 0, 8);
+    tcase_add_test(tc, test_sampling_replay);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1376,16 +1376,57 @@ static void unapplied_sampling(const nnt_cfg_in *o, const char *path)
     static const struct {
         const char *key;
         double none;
-    } keys[] = {{"typical_p", 1.0}, {"no_repeat_ngram_size", 0.0}, {"epsilon_cutoff", 0.0},
-                {"eta_cutoff", 0.0}, {"encoder_repetition_penalty", 1.0},
-                {"length_penalty", 1.0}, {"top_h", 0.0}};
+    } keys[] = {{"encoder_repetition_penalty", 1.0}, {"length_penalty", 1.0}, {"top_h", 0.0}};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         double v = keys[i].none;
         if (nnt_cfg_double(o, keys[i].key, 0, keys[i].none, &v) == NNT_OK && v != keys[i].none)
             nnt_log(NNT_LOG_WARN, "%s: %s %g is not applied (nnt samples with temperature, "
-                    "top_k, top_p, min_p and repetition_penalty alone)", path, keys[i].key, v);
+                    "top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, "
+                    "repetition_penalty and no_repeat_ngram_size alone)", path, keys[i].key, v);
     }
 }
+
+/* A setting of generation_config.json that nnt_sampling holds as a double (nnt_cfg_double)
+ * or an integer */
+typedef struct hf_setting {
+    const char *key, *range;
+    size_t offset;   /* in nnt_sampling */
+    unsigned bit;    /* NNT_HF_SAMPLING_* */
+    int integer;     /* int64_t, else double */
+} hf_setting;
+
+/* Whether v is in the range of setting i of hf_settings (below) */
+static int hf_setting_ok(int i, double v)
+{
+    switch (i) {
+    case 0: return v >= 0;                    /* temperature */
+    case 1: return v <= INT32_MAX;            /* top_k */
+    case 2: return v > 0 && v <= 1;           /* top_p */
+    case 3: return v > 0 && isfinite(v);      /* repetition_penalty */
+    case 4: return v >= 0 && v <= 1;          /* min_p */
+    case 5: return v > 0 && v <= 1;           /* typical_p */
+    case 6: case 7: return v >= 0 && v < 1;   /* epsilon_cutoff, eta_cutoff */
+    default: return 1;                        /* no_repeat_ngram_size (>= 0: nnt_cfg_int) */
+    }
+}
+
+static const hf_setting hf_settings[] = {
+    {"temperature", "0 or more", offsetof(nnt_sampling, temperature),
+     NNT_HF_SAMPLING_TEMPERATURE, 0},
+    {"top_k", "below 2^31", offsetof(nnt_sampling, top_k), NNT_HF_SAMPLING_TOP_K, 1},
+    {"top_p", "above 0, up to 1", offsetof(nnt_sampling, top_p), NNT_HF_SAMPLING_TOP_P, 0},
+    {"repetition_penalty", "above 0", offsetof(nnt_sampling, repetition_penalty),
+     NNT_HF_SAMPLING_REPETITION_PENALTY, 0},
+    {"min_p", "0 to 1", offsetof(nnt_sampling, min_p), NNT_HF_SAMPLING_MIN_P, 0},
+    {"typical_p", "above 0, up to 1", offsetof(nnt_sampling, typical_p),
+     NNT_HF_SAMPLING_TYPICAL_P, 0},
+    {"epsilon_cutoff", "0 to below 1", offsetof(nnt_sampling, epsilon_cutoff),
+     NNT_HF_SAMPLING_EPSILON_CUTOFF, 0},
+    {"eta_cutoff", "0 to below 1", offsetof(nnt_sampling, eta_cutoff),
+     NNT_HF_SAMPLING_ETA_CUTOFF, 0},
+    {"no_repeat_ngram_size", NULL, offsetof(nnt_sampling, no_repeat_ngram_size),
+     NNT_HF_SAMPLING_NO_REPEAT_NGRAM_SIZE, 1},
+};
 
 NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *found)
 {
@@ -1400,45 +1441,34 @@ NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *fo
     if (access(path, F_OK) != 0)
         return NNT_OK;
     NNT_TRY(nnt_cfg_open(NULL, fn, path, &o));
-    /* the fields new in 0.4 only where s holds them */
-    const int has_new = s->size >= offsetof(nnt_sampling, min_p) + sizeof s->min_p;
-    double temperature = s->temperature, top_p = s->top_p;
-    double penalty = has_new ? s->repetition_penalty : 1.0, min_p = has_new ? s->min_p : 0.0;
-    int64_t top_k = s->top_k;
-    int rc = nnt_cfg_double(o, "temperature", 0, temperature, &temperature);
-    if (rc == 0)
-        rc = nnt_cfg_int(o, "top_k", 0, top_k, &top_k);
-    if (rc == 0)
-        rc = nnt_cfg_double(o, "top_p", 0, top_p, &top_p);
-    if (rc == 0)
-        rc = nnt_cfg_double(o, "repetition_penalty", 0, penalty, &penalty);
-    if (rc == 0)
-        rc = nnt_cfg_double(o, "min_p", 0, min_p, &min_p);
-    const struct {
-        const char *key, *range;
-        double value;
-        int ok;
-    } checks[5] = {{"temperature", "0 or more", temperature, temperature >= 0},
-                   {"top_k", "below 2^31", (double)top_k, top_k <= INT32_MAX},
-                   {"top_p", "above 0, up to 1", top_p, top_p > 0 && top_p <= 1},
-                   {"repetition_penalty", "above 0", penalty, penalty > 0 && isfinite(penalty)},
-                   {"min_p", "0 to 1", min_p, min_p >= 0 && min_p <= 1}};
-    for (int i = 0; rc == 0 && i < 5; i++)
-        if (!checks[i].ok)
+    enum { N = sizeof hf_settings / sizeof *hf_settings };
+    double vals[N];   /* every setting read and checked before any is written */
+    int rc = 0;
+    for (int i = 0; i < N && rc == 0; i++) {
+        const hf_setting *h = &hf_settings[i];
+        if (h->integer) {
+            int64_t v = 0;
+            rc = nnt_cfg_int(o, h->key, 0, 0, &v);
+            vals[i] = (double)v;
+        } else
+            rc = nnt_cfg_double(o, h->key, 0, 0.0, &vals[i]);
+        if (rc == 0 && nnt_cfg_has(o, h->key) && !hf_setting_ok(i, vals[i]))
             rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s: %s %g is out of range (%s)", fn, path,
-                          checks[i].key, checks[i].value, checks[i].range);
-    if (rc == 0) {
-        *found = (nnt_cfg_has(o, "temperature") ? NNT_HF_SAMPLING_TEMPERATURE : 0u) |
-                 (nnt_cfg_has(o, "top_k") ? NNT_HF_SAMPLING_TOP_K : 0u) |
-                 (nnt_cfg_has(o, "top_p") ? NNT_HF_SAMPLING_TOP_P : 0u) |
-                 (nnt_cfg_has(o, "repetition_penalty") ? NNT_HF_SAMPLING_REPETITION_PENALTY
-                                                       : 0u) |
-                 (nnt_cfg_has(o, "min_p") ? NNT_HF_SAMPLING_MIN_P : 0u);
-        s->temperature = temperature, s->top_k = top_k, s->top_p = top_p;
-        if (has_new)
-            s->repetition_penalty = penalty, s->min_p = min_p;
-        unapplied_sampling(o, path);
+                          h->key, vals[i], h->range);
     }
+    for (int i = 0; i < N && rc == 0; i++) {
+        const hf_setting *h = &hf_settings[i];
+        /* (the fields of later versions only where s holds them) */
+        if (!nnt_cfg_has(o, h->key) || s->size < h->offset + sizeof(double))
+            continue;
+        if (h->integer)
+            *(int64_t *)((char *)s + h->offset) = (int64_t)vals[i];
+        else
+            *(double *)((char *)s + h->offset) = vals[i];
+        *found |= h->bit;
+    }
+    if (rc == 0)
+        unapplied_sampling(o, path);
     nnt_cfg_close(o);
     return rc;
 }

@@ -320,6 +320,10 @@ static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_confi
     g.sm.top_p = s->top_p;
     g.sm.min_p = s->min_p;
     g.sm.repetition_penalty = s->repetition_penalty;
+    g.sm.typical_p = s->typical_p;
+    g.sm.epsilon_cutoff = s->epsilon_cutoff;
+    g.sm.eta_cutoff = s->eta_cutoff;
+    g.sm.no_repeat_ngram = s->no_repeat_ngram_size;
     if (rc == 0)
         rc = gen_alloc(&g, model->ctx, fn, V, s->seed);
     int distribution = model->ctx->distribution;
@@ -373,6 +377,17 @@ static int read_sampling(const nnt_ctx *ctx, const char *fn, const nnt_sampling 
     if (!(out->repetition_penalty > 0.0 && isfinite(out->repetition_penalty)))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: repetition_penalty %g must be finite and above 0 "
                         "(1: none)", fn, out->repetition_penalty);
+    if (!(out->typical_p > 0.0 && out->typical_p <= 1.0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: typical_p %g must be in (0, 1] (1: none)", fn,
+                        out->typical_p);
+    const double cuts[2] = {out->epsilon_cutoff, out->eta_cutoff};
+    for (int i = 0; i < 2; i++)
+        if (!(cuts[i] >= 0.0 && cuts[i] < 1.0))
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %g must be in [0, 1) (0: none)", fn,
+                            i ? "eta_cutoff" : "epsilon_cutoff", cuts[i]);
+    if (out->no_repeat_ngram_size < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: no_repeat_ngram_size %lld must be >= 0 (0: none)",
+                        fn, (long long)out->no_repeat_ngram_size);
     if (out->eos < -1 || out->eos >= V)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: eos %d must be -1 (none) or in [0, %lld)", fn,
                         (int)out->eos, (long long)V);

@@ -82,6 +82,7 @@ int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_
     sm->top_k = top_k;
     sm->top_p = 1.0;
     sm->repetition_penalty = 1.0;
+    sm->typical_p = 1.0;
     sm->V = V;
     sm->cand = malloc((size_t)V * sizeof *sm->cand);
     if (!sm->cand)
@@ -92,9 +93,11 @@ int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_
 void nnt_sampler_free(nnt_sampler *sm)
 {
     free(sm->cand);
+    free(sm->order);
     free(sm->penalized);
     free(sm->stamp);
     sm->cand = NULL;
+    sm->order = NULL;
     sm->penalized = NULL;
     sm->stamp = NULL;
 }
@@ -105,6 +108,15 @@ static int cand_cmp(const void *pa, const void *pb)
     const nnt_sample_cand *a = pa, *b = pb;
     if (a->logit != b->logit)
         return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* Smaller logit (key) first, then the lower id */
+static int cand_cmp_up(const void *pa, const void *pb)
+{
+    const nnt_sample_cand *a = pa, *b = pb;
+    if (a->logit != b->logit)
+        return a->logit < b->logit ? -1 : 1;
     return (a->id > b->id) - (a->id < b->id);
 }
 
@@ -185,33 +197,37 @@ static int64_t nucleus_size(const nnt_sampler *sm, int64_t k, double max, double
     return k;
 }
 
-/* The candidates of every token (by id) into sm->cand. */
-static void all_candidates(nnt_sampler *sm, const float *l)
+/* The candidates of every token whose logit is not -inf (not banned), by id, into sm->cand;
+ * their number. */
+static int64_t all_candidates(nnt_sampler *sm, const float *l)
 {
-    for (int64_t v = 0; v < sm->V; v++) {
-        sm->cand[v].logit = l[v];
-        sm->cand[v].id = (int32_t)v;
-    }
+    int64_t n = 0;
+    for (int64_t v = 0; v < sm->V; v++)
+        if (l[v] > -INFINITY) {
+            sm->cand[n].logit = l[v];
+            sm->cand[n++].id = (int32_t)v;
+        }
+    return n;
 }
 
-/* The nucleus of all V tokens without sorting them all: the first k in (logit, id) order
- * (first_k), k 64 then V / 32, until their weights reach top_p times the weights of all V
- * (summed by id, into *total); 0 when neither holds it (then the caller sorts every
- * candidate; the second round is skipped when the 64th weight times V / 32 cannot reach it),
- * else the nucleus's size, sm->cand holding it first. The nucleus of a peaked distribution is a few
- * tokens of a vocabulary of 10^5: this reads the logits a few times instead of sorting them
- * (bench/sample_top_p.c). */
-static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max, double *all)
+/* The nucleus of the n candidates (all_candidates) without sorting them all: the first k in
+ * (logit, id) order (first_k), k 64 then n / 32, until their weights reach top_p times the
+ * weights of all n (summed by id, into *total); 0 when neither holds it (then the caller sorts
+ * every candidate; the second round is skipped when the 64th weight times n / 32 cannot reach
+ * it), else the nucleus's size, sm->cand holding it first. The nucleus of a peaked
+ * distribution is a few tokens of a vocabulary of 10^5: this reads the logits a few times
+ * instead of sorting them (bench/sample_top_p.c). */
+static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, int64_t n, double max,
+                                double *all)
 {
-    int64_t V = sm->V;
     double total = 0.0;
-    for (int64_t v = 0; v < V; v++)
+    for (int64_t v = 0; v < sm->V; v++)   /* (a banned token's -inf weighs 0) */
         total += exp(((double)l[v] - max) / sm->temperature);
     *all = total;
-    for (int64_t k = 64; k <= V / 32; k = k == 64 && V / 32 > 64 ? V / 32 : V) {
+    for (int64_t k = 64; k <= n / 32; k = k == 64 && n / 32 > 64 ? n / 32 : n) {
         if (k > 64)   /* (the caller's candidates, in id order, for the first round) */
             all_candidates(sm, l);
-        first_k(sm->cand, V, k);
+        first_k(sm->cand, n, k);
         double acc = 0.0, w = 0.0;
         for (int64_t j = 0; j < k; j++) {
             acc += w = exp((sm->cand[j].logit - max) / sm->temperature);
@@ -219,10 +235,10 @@ static int64_t nucleus_of_first(nnt_sampler *sm, const float *l, double max, dou
                 return j + 1;
         }
         /* the next k' - k candidates weigh at most w each: past reach, sort at once */
-        if (k == 64 && acc + (double)(V / 32 - k) * w < sm->top_p * total)
+        if (k == 64 && acc + (double)(n / 32 - k) * w < sm->top_p * total)
             break;
     }
-    if (V / 32 >= 64)   /* (a round reordered them) */
+    if (n / 32 >= 64)   /* (a round reordered them) */
         all_candidates(sm, l);
     return 0;
 }
@@ -239,6 +255,87 @@ static int64_t min_p_cut(nnt_sampler *sm, int64_t k, double max)
     return kept > 0 ? kept : 1;
 }
 
+/* The softmax over the first k candidates, their weights exp((logit - max) / t) (max their
+ * largest logit): the weights' sum into *sum, the entropy (nats) returned. */
+static double entropy(const nnt_sample_cand *c, int64_t k, double max, double t, double *sum)
+{
+    double s = 0.0, sa = 0.0;
+    for (int64_t j = 0; j < k; j++) {
+        double a = (c[j].logit - max) / t, w = exp(a);
+        s += w;
+        sa += w * a;
+    }
+    *sum = s;
+    return log(s) - sa / s;   /* -sum p log p, p = w / s */
+}
+
+/* Of the first k candidates (*max their largest logit), the locally typical ones
+ * (transformers' TypicalLogitsWarper): ordered by |-log p - H| (H the entropy), the fewest
+ * whose probabilities sum to typical_p, and every other as near as the last of those (at
+ * least 1), compacted in their order; *max then the largest of theirs. -1: out of memory. */
+static int64_t typical_cut(nnt_sampler *sm, int64_t k, double *max)
+{
+    nnt_sample_cand *c = sm->cand;
+    if (!sm->order && !(sm->order = malloc((size_t)sm->V * sizeof *sm->order)))
+        return -1;
+    nnt_sample_cand *o = sm->order;   /* (distance from the entropy, index in c) */
+    const double t = sm->temperature;
+    double sum, h = entropy(c, k, *max, t, &sum), lsum = log(sum);
+    for (int64_t j = 0; j < k; j++) {
+        o[j].logit = fabs(lsum - (c[j].logit - *max) / t - h);   /* -log p = lsum - a */
+        o[j].id = (int32_t)j;
+    }
+    qsort(o, (size_t)k, sizeof *o, cand_cmp_up);
+    int64_t last = 0;   /* the positions whose running probability is below typical_p */
+    double acc = 0.0;
+    for (int64_t j = 0; j < k; j++) {
+        acc += exp((c[o[j].id].logit - *max) / t) / sum;
+        last += acc < sm->typical_p;
+    }
+    last = last < k - 1 ? last : k - 1;
+    for (int64_t j = last + 1; j < k; j++)   /* ties with the last kept are kept */
+        if (o[j].logit > o[last].logit)
+            c[o[j].id].logit = -INFINITY;   /* (candidates are finite: a mark) */
+    int64_t kept = 0;
+    double m = -INFINITY;
+    for (int64_t j = 0; j < k; j++)
+        if (c[j].logit > -INFINITY) {
+            m = c[j].logit > m ? c[j].logit : m;
+            c[kept++] = c[j];
+        }
+    *max = m;
+    return kept;
+}
+
+/* Of the first k candidates (max their largest logit), those of probability (the softmax over
+ * them) at least cut, and those of logit max, compacted in their order */
+static int64_t probability_cut(nnt_sampler *sm, int64_t k, double max, double sum, double cut)
+{
+    nnt_sample_cand *c = sm->cand;
+    int64_t kept = 0;
+    for (int64_t j = 0; j < k; j++)
+        if (c[j].logit == max || exp((c[j].logit - max) / sm->temperature) / sum >= cut)
+            c[kept++] = c[j];
+    return kept;
+}
+
+/* epsilon_cutoff and eta_cutoff (transformers' EpsilonLogitsWarper and EtaLogitsWarper) on
+ * the first k candidates, max their largest logit */
+static int64_t cutoffs(nnt_sampler *sm, int64_t k, double max)
+{
+    double sum, h;
+    if (sm->epsilon_cutoff > 0.0 && sm->epsilon_cutoff < 1.0) {
+        entropy(sm->cand, k, max, sm->temperature, &sum);
+        k = probability_cut(sm, k, max, sum, sm->epsilon_cutoff);
+    }
+    if (sm->eta_cutoff > 0.0 && sm->eta_cutoff < 1.0) {
+        h = entropy(sm->cand, k, max, sm->temperature, &sum);
+        double eta = sm->eta_cutoff, cut = sqrt(eta) * exp(-h);
+        k = probability_cut(sm, k, max, sum, cut < eta ? cut : eta);
+    }
+    return k;
+}
+
 /* The largest logit's index (the lowest id on ties) */
 static int64_t argmax(const float *l, int64_t V)
 {
@@ -248,37 +345,31 @@ static int64_t argmax(const float *l, int64_t V)
     return best;
 }
 
-int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l, double max)
+int64_t nnt_sampler_candidates(nnt_sampler *sm, const float *l, double *max)
 {
-    int64_t V = sm->V, k = V;
+    int64_t n = all_candidates(sm, l), k = n;
     int nucleus = sm->top_p > 0.0 && sm->top_p < 1.0;
     double total = -1.0;   /* the candidates' weights (< 0: not summed yet) */
-    all_candidates(sm, l);
-    if (sm->top_k > 0 && sm->top_k < V) {   /* the k best, in (logit, id) order */
+    if (sm->top_k > 0 && sm->top_k < n) {   /* the k best, in (logit, id) order */
         k = sm->top_k;
-        first_k(sm->cand, V, k);
+        first_k(sm->cand, n, k);
         if (nucleus)
-            k = nucleus_size(sm, k, max, total);
-    } else if (nucleus && (k = nucleus_of_first(sm, l, max, &total)) == 0) {
-        qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);   /* all, in (logit, id) order */
-        k = nucleus_size(sm, V, max, total);
+            k = nucleus_size(sm, k, *max, total);
+    } else if (nucleus && (k = nucleus_of_first(sm, l, n, *max, &total)) == 0) {
+        qsort(sm->cand, (size_t)n, sizeof *sm->cand, cand_cmp);   /* all, in (logit, id) order */
+        k = nucleus_size(sm, n, *max, total);
     }
     if (sm->min_p > 0.0)
-        k = min_p_cut(sm, k, max);
-    return k;
+        k = min_p_cut(sm, k, *max);
+    if (sm->typical_p > 0.0 && sm->typical_p < 1.0 && (k = typical_cut(sm, k, max)) < 0)
+        return -1;
+    return cutoffs(sm, k, *max);
 }
 
-const float *nnt_sampler_penalize(nnt_sampler *sm, const float *l, const nnt_sample_seq *q)
+/* transformers' repetition penalty: sm->penalized (a copy of l) with the logit of each token
+ * of q divided by it where positive, multiplied where negative, once a token */
+static void repetition_penalty(nnt_sampler *sm, const float *l, const nnt_sample_seq *q)
 {
-    if (!q || sm->repetition_penalty == 1.0)
-        return l;
-    if (!sm->penalized) {
-        sm->penalized = malloc((size_t)sm->V * sizeof *sm->penalized);
-        sm->stamp = calloc((size_t)sm->V, sizeof *sm->stamp);
-        if (!sm->penalized || !sm->stamp)
-            return NULL;
-    }
-    memcpy(sm->penalized, l, (size_t)sm->V * sizeof *l);
     const float p = (float)sm->repetition_penalty;
     const int64_t stamp = ++sm->picks;
     for (int64_t i = 0; i < q->nprompt + q->ngen; i++) {
@@ -288,6 +379,47 @@ const float *nnt_sampler_penalize(nnt_sampler *sm, const float *l, const nnt_sam
         sm->stamp[t] = stamp;
         sm->penalized[t] = l[t] < 0.0f ? l[t] * p : l[t] / p;
     }
+}
+
+/* The tokens that would end an n-gram (n >= 1) already in sequence q (of n tokens at least):
+ * those that follow an earlier occurrence of its last n - 1 tokens (transformers'
+ * NoRepeatNGramLogitsProcessor), set to -inf in banned (NULL: only counted); their count, a
+ * token as often as it is found. */
+static int64_t ngram_bans(const nnt_sample_seq *q, int64_t n, float *banned)
+{
+    const int64_t len = q->nprompt + q->ngen, tail = len - (n - 1);   /* the suffix's start */
+    int64_t found = 0;
+    for (int64_t i = 0; i + n <= len; i++) {   /* the n-gram at i */
+        int64_t j = 0;
+        while (j < n - 1 && nnt_generate_token_at(q->prompt, q->nprompt, q->gen, i + j) ==
+                                nnt_generate_token_at(q->prompt, q->nprompt, q->gen, tail + j))
+            j++;
+        if (j < n - 1)
+            continue;
+        found++;
+        if (banned)
+            banned[nnt_generate_token_at(q->prompt, q->nprompt, q->gen, i + n - 1)] = -INFINITY;
+    }
+    return found;
+}
+
+const float *nnt_sampler_penalize(nnt_sampler *sm, const float *l, const nnt_sample_seq *q)
+{
+    const int64_t n = sm->no_repeat_ngram;
+    const int penalty = q && sm->repetition_penalty != 1.0;
+    const int bans = q && n > 0 && q->nprompt + q->ngen >= n &&
+                     (penalty || ngram_bans(q, n, NULL) > 0);
+    if (!penalty && !bans)
+        return l;
+    if (!sm->penalized && !(sm->penalized = malloc((size_t)sm->V * sizeof *sm->penalized)))
+        return NULL;
+    if (penalty && !sm->stamp && !(sm->stamp = calloc((size_t)sm->V, sizeof *sm->stamp)))
+        return NULL;
+    memcpy(sm->penalized, l, (size_t)sm->V * sizeof *l);
+    if (penalty)
+        repetition_penalty(sm, l, q);
+    if (bans)
+        ngram_bans(q, n, sm->penalized);
     return sm->penalized;
 }
 
@@ -304,12 +436,19 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const 
     const float *pl = nnt_sampler_penalize(sm, l, seq);
     if (!pl)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory (repetition penalty)", fn);
-    if (pl != l)   /* the penalty may move the largest */
+    if (pl != l)   /* the penalty and bans may move the largest */
         best = argmax(pl, V), l = pl;
+    if (l[best] == -INFINITY)
+        return nnt_fail(ctx, NNT_E_STATE, "%s: no_repeat_ngram_size %lld bans every token of "
+                        "the vocabulary here", fn, (long long)sm->no_repeat_ngram);
     if (sm->temperature == 0.0) {
         *token = (int32_t)best;
         return NNT_OK;
     }
-    *token = draw(sm, rng, nnt_sampler_candidates(sm, l, l[best]), l[best]);
+    double max = l[best];
+    int64_t k = nnt_sampler_candidates(sm, l, &max);
+    if (k < 0)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory (typical_p)", fn);
+    *token = draw(sm, rng, k, max);
     return NNT_OK;
 }
