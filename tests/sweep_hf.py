@@ -187,6 +187,7 @@ def gen_case(seed, k, forced=None):
         pick_optimizer(r, c)
     if k >= 300:
         pick_data_order(r, c)
+    bound_tasks(r, c)
     if c["resume"]:
         # --resume alone restores the data, batch, optimizer, schedule, precision and
         # recompute options, not the tiling or the worker count; another tiling sums in
@@ -457,15 +458,31 @@ def pick_tiles(r, c):
     # 1, hidden 3, seq 2, B 4 x T 61, 3 steps of 3 micro-batches: 267 million by gemm_tasks)
     # would take hours. The bound changes no case of seeds 1234, 3838 and 3839 (their largest,
     # 40 million, ran in the time)
+    c["tiles"] = tiles
+    bound_tasks(r, c)
+
+
+def bound_tasks(r, c):
+    """The tiles made larger while the run's GEMM tasks exceed the bound: after the tiles are
+    picked, and again once the optimizer and data order have set the steps (seed 6868 case
+    1907, Falcon with hidden 384 in tiles of 1 and channels in tiles of 3: 31 million at the
+    first check, 62 million over its final 5 steps of 2 micro-batches on 1 CPU worker, which
+    ran 9.1 million tasks a step at about 17 us each and passed the 300 s timeout). A case
+    within the bound draws nothing here."""
+    dims = {"batch": c["B"], "seq": c["T"], "channels": c["channels"],
+            "hidden": c.get("hidden", 4 * c["channels"]), "vocab": c["vocab"],
+            "heads": c["heads"]}
+    tiles = c["tiles"]
+    bound = MAX_GEMM_TASKS_1CPU if c.get("cpus1") else MAX_GEMM_TASKS
     runs = c["steps"] * c.get("accum", 1)
-    while runs * gemm_tasks(dims, tiles, c) > MAX_GEMM_TASKS:
+    while runs * gemm_tasks(dims, tiles, c) > bound:
         key = max(("channels", "hidden", "vocab", "seq"),
                   key=lambda k: ntiles(dims[k], tiles[k]))
         tiles[key] = r.choice([13, 16, 24, 64]) if key != "seq" else 0
-    c["tiles"] = tiles
 
 
 MAX_GEMM_TASKS = 50_000_000   # the run's, all micro-batches
+MAX_GEMM_TASKS_1CPU = 15_000_000   # with one CPU worker (about 12 us a counted task)
 
 
 def ntiles(d, v):
