@@ -1493,7 +1493,8 @@ static int by_prompt_length(const void *pa, const void *pb)
 /* The continuations of --prompts' records idx[0 .. n) (nseq samples each, sample k with seed
  * S + k, as each record alone) generated side by side (nnt_model_generate_batch) into
  * done[idx[i]] (malloc'd, (nseq, ngen)); 0, or 1 reported. Out of memory with more than one
- * record: nothing done or said, *too_many set (fewer may fit). */
+ * record: nothing done or said, *too_many set (fewer may fit); with one record of several
+ * samples, its samples in smaller groups (samples_side_by_side, said). */
 static int generate_batch(const opts *o, nnt_layer *model, const records *r,
                           const int64_t *idx, size_t n, const nnt_sampling *s, int32_t **done,
                           int *too_many)
@@ -1514,6 +1515,14 @@ static int generate_batch(const opts *o, nnt_layer *model, const records *r,
         rc = nnt_model_generate_batch(model, (int64_t)rows, prompts, lens, seeds,
                                       (int64_t)ngen, s, out);
         *too_many = rc == NNT_E_NOMEM && n > 1;
+        if (rc == NNT_E_NOMEM && n == 1 && nseq > 1) {
+            const record *c = &r->r[idx[0]];
+            if (samples_side_by_side(model, c->ids, (size_t)c->len, nseq, ngen, s, out)) {
+                free(prompts), free(lens), free(seeds), free(out);
+                return 1;
+            }
+            rc = 0;
+        }
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         int32_t *mine = malloc((nseq * ngen + 1) * sizeof *mine);

@@ -232,6 +232,20 @@ grep -q '^nnt-generate: 32 samples side by side do not fit in memory: 16 at a ti
     "$tmp/n32m.err" || { fail "--num-samples 32 under 1 MiB: not halved"; cat "$tmp/n32m.err"; }
 cmp -s "$tmp/n32.out" "$tmp/n32m.out" && [ "$(sort -u "$tmp/n32m.out" | wc -l)" -gt 16 ] ||
     { fail "--num-samples 32 under 1 MiB: not the samples side by side"; cat "$tmp/n32m.out"; }
+# and the samples of one --prompts record that do not fit side by side (the same 32 of 100)
+printf '{"prompt": "Once upon a time"}\n' > "$tmp/one.jsonl"
+rargs="--load-hf $tmp/chat --max-new-tokens 100 --cpus 2 --print-ids --prompts $tmp/one.jsonl"
+rargs="$rargs --temperature 0.8 --seed 11 --num-samples 32"
+# shellcheck disable=SC2086 # the options are words
+"$prog" $rargs > "$tmp/r32.out" 2> "$tmp/r32.err" ||
+    { fail "--prompts one record, 32 samples: exit status $?"; cat "$tmp/r32.err"; }
+# shellcheck disable=SC2086 # the options are words
+STARPU_LIMIT_CPU_MEM=1 "$prog" $rargs > "$tmp/r32m.out" 2> "$tmp/r32m.err" ||
+    { fail "--prompts one record, 32 samples under 1 MiB: exit status $?"; cat "$tmp/r32m.err"; }
+grep -q '^nnt-generate: 32 samples side by side do not fit in memory: 16 at a time from here on$' \
+    "$tmp/r32m.err" || { fail "--prompts one record under 1 MiB: not halved"; cat "$tmp/r32m.err"; }
+cmp -s "$tmp/r32.out" "$tmp/r32m.out" ||
+    { fail "--prompts one record under 1 MiB: not the samples side by side"; cat "$tmp/r32m.out"; }
 # shellcheck disable=SC2086 # the options are words
 p1=$("$prog" $pargs --prompts "$tmp/p1.jsonl" --temperature 0 2> "$tmp/p1.err" | ids_of)
 w2=$("$prog" $pargs --chat --system "Be brief." --prompt "Name a fruit." --temperature 0 2> /dev/null)

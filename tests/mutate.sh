@@ -557,6 +557,7 @@ ngram_all_banned_unchecked|lib/models/sample.c|s@    if (l\[best\] == -INFINITY)
 eta_not_passed|lib/models/generate.c|s@    g.sm.eta_cutoff = s->eta_cutoff;@    g.sm.eta_cutoff = 0.0;@|eta_cutoff never reaches the sampler
 hf_typical_range|lib/models/config_json.c|s@    case 5: return v > 0 \&\& v <= 1;           /\* typical_p \*/@    case 5: return 1;@|generation_config.json: a typical_p out of range taken
 generate_ngram_as_double|examples/nnt_generate.c|s@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 1},@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 0},@|nnt-generate: no_repeat_ngram_size of generation_config.json copied as a double
+gen_record_samples_not_split|examples/nnt_generate.c|s@        if (rc == NNT_E_NOMEM \&\& n == 1 \&\& nseq > 1) {@        if (0) {@|nnt-generate --prompts: the samples of one record that do not fit side by side end the run
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
