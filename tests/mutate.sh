@@ -558,6 +558,7 @@ eta_not_passed|lib/models/generate.c|s@    g.sm.eta_cutoff = s->eta_cutoff;@    
 hf_typical_range|lib/models/config_json.c|s@    case 5: return v > 0 \&\& v <= 1;           /\* typical_p \*/@    case 5: return 1;@|generation_config.json: a typical_p out of range taken
 generate_ngram_as_double|examples/nnt_generate.c|s@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 1},@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 0},@|nnt-generate: no_repeat_ngram_size of generation_config.json copied as a double
 gen_record_samples_not_split|examples/nnt_generate.c|s@        if (rc == NNT_E_NOMEM \&\& n == 1 \&\& nseq > 1) {@        if (0) {@|nnt-generate --prompts: the samples of one record that do not fit side by side end the run
+early_stop_count_not_resumed|lib/train/record.c|s@    if (n <= 0)@    if (1)@|nnt_trainer_resume: the validations before the checkpoint (early_stop count, lowest, last) forgotten without a log_dir
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -259,8 +259,8 @@ static int hf_early_stop(const double *val, int n, int patience, double threshol
 
 /* early_stop: a run validated every step (losses of random tokens go up and down) stops after
  * the step transformers' rule names, for a delta of 0 and for a delta at which that step
- * differs, with the validations of the run without it up to there; info says so. Bad values
- * and early_stop without validations are refused. */
+ * differs, with the validations of the run without it up to there; info says so; resumed
+ * a step before it, the same. Bad values and early_stop without validations are refused. */
 START_TEST(test_early_stop)
 {
     nnt_model_config c = tiny_config();
@@ -307,6 +307,39 @@ START_TEST(test_early_stop)
             ck_assert_msg(rb.val[s] == ra.val[s], "validation %d: %.9g, without early stop "
                           "%.9g", s, rb.val[s], ra.val[s]);
     }
+    /* stopped a step before the early stop (one validation without an improvement counted),
+     * saved and resumed without a log_dir: the count goes on, the stop is at the same step,
+     * and the lowest and last validations are those of the run in one go */
+    ck_assert_int_ge(stop0, 3);
+    nnt_trainer_info whole = NNT_TRAINER_INFO_INIT, resumed = NNT_TRAINER_INFO_INIT;
+    reports rc1, rc2;
+    memset(&rc1, 0, sizeof rc1), memset(&rc2, 0, sizeof rc2);
+    to = loop_options(&rc1);
+    to.val_every = 1, to.early_stop = 2, to.checkpoint = path_ckpt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    EXPECT_OK(nnt_trainer_info_get(tr, &whole));
+    nnt_trainer_destroy(tr);
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, stop0 - 1));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    to = loop_options(&rc2);
+    to.val_every = 1, to.early_stop = 2, to.checkpoint = path_ckpt, to.resume = path_ckpt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    EXPECT_OK(nnt_trainer_info_get(tr, &resumed));
+    nnt_trainer_destroy(tr);
+    printf("early_stop 2 resumed after step %d: stopped after step %lld (in one go %lld); "
+           "lowest validation %.9g at step %lld\n", stop0 - 1,
+           (long long)resumed.early_stop_step, (long long)whole.early_stop_step,
+           resumed.lowest_val_loss, (long long)resumed.lowest_val_step);
+    ck_assert_int_eq(whole.early_stop_step, stop0);
+    ck_assert_int_eq(resumed.early_stop_step, stop0);
+    ck_assert(resumed.lowest_val_step == whole.lowest_val_step &&
+              resumed.lowest_val_loss == whole.lowest_val_loss &&
+              resumed.last_val_step == whole.last_val_step &&
+              resumed.last_val_loss == whole.last_val_loss);
     to = loop_options(&ra);
     to.early_stop = -1;
     EXPECT_FAIL_MSG(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_INVAL, "early_stop -1");

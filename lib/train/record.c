@@ -80,6 +80,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     const nnt_optim_options *oo = &tr->opt->opts;
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     char best[40] = "", base[96] = "", decay[80] = "", early[96] = "", tuning[96] = "";
+    char vals[256] = "";
     uint64_t sum = 0;
     *out = NULL;
     NNT_TRY(nnt_model_config_of(tr->model, &c));
@@ -110,6 +111,12 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     if (o->early_stop > 0)
         snprintf(early, sizeof early, ", \"early_stop\": %lld, \"early_stop_delta\": %.17g",
                  (long long)o->early_stop, o->early_stop_delta);
+    if (tr->nvalidations > 0)   /* the validations so far: early_stop's count, the lowest */
+        snprintf(vals, sizeof vals, ", \"validations\": %lld, \"val_stale\": %lld, "
+                 "\"val_low\": %.17g, \"val_low_step\": %lld, \"val_last\": %.17g, "
+                 "\"val_last_step\": %lld", (long long)tr->nvalidations, (long long)tr->stale,
+                 tr->low_val, (long long)tr->low_val_step, tr->last_val,
+                 (long long)tr->last_val_step);
     if (o->label_smoothing > 0)
         snprintf(tuning, sizeof tuning, ", \"label_smoothing\": %.17g", o->label_smoothing);
     if (o->neftune_alpha > 0)
@@ -124,7 +131,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
              "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
              "\"warmup\": %lld%s, \"min_lr\": %.17g, \"held_out\": %lld, \"shuffle\": %d, "
-             "\"val_every\": %lld%s%s, \"save_every\": %lld, \"save_best\": %d%s%s%s%s%s}",
+             "\"val_every\": %lld%s%s%s, \"save_every\": %lld, \"save_best\": %d%s%s%s%s%s}",
              o->program, (long long)step, c.family, (long long)c.vocab, (long long)c.max_seq,
              (long long)c.layers, (long long)c.heads, (long long)c.kv_heads,
              (long long)c.channels, (long long)c.hidden, (long long)c.head_dim, c.qk_norm,
@@ -132,7 +139,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
              (long long)o->seed, nnt_optim_kind_name(oo->kind), oo->lr, oo->beta1, oo->beta2,
              oo->eps, oo->weight_decay, oo->momentum, oo->grad_clip,
              nnt_schedule_name(oo->schedule), (long long)oo->warmup_steps, decay, oo->min_lr,
-             (long long)tr->held_out, o->shuffle, (long long)o->val_every, early, tuning,
+             (long long)tr->held_out, o->shuffle, (long long)o->val_every, early, vals, tuning,
              (long long)o->save_every, o->best_checkpoint != NULL, best, base, dpo ? dpo : "",
              o->extra_options && *o->extra_options ? ", " : "",
              o->extra_options ? o->extra_options : "");
@@ -221,6 +228,23 @@ static int check_base(nnt_trainer *tr, const char *fn, const char *path, const c
     return NNT_OK;
 }
 
+/* The validations before the checkpoint, as its options recorded them (a checkpoint without
+ * them: none here, and log_dir's val.csv, if any, counts them again): early_stop's count
+ * goes on where it was, and the lowest and last stay known without a log_dir */
+static void resume_validations(nnt_trainer *tr, const char *options)
+{
+    double n = nnt_trainer_option_number(options, "validations", 0);
+    tr->vals_resumed = n > 0;
+    if (n <= 0)
+        return;
+    tr->nvalidations = (int64_t)n;
+    tr->stale = (int64_t)nnt_trainer_option_number(options, "val_stale", 0);
+    tr->low_val = nnt_trainer_option_number(options, "val_low", HUGE_VAL);
+    tr->low_val_step = (int64_t)nnt_trainer_option_number(options, "val_low_step", 0);
+    tr->last_val = nnt_trainer_option_number(options, "val_last", 0);
+    tr->last_val_step = (int64_t)nnt_trainer_option_number(options, "val_last_step", 0);
+}
+
 NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
 {
     const char *fn = "nnt_trainer_resume";
@@ -251,6 +275,7 @@ NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
     double best = nnt_trainer_option_number(st.options, "best_val", HUGE_VAL);
     tr->best_val = tr->o.best_checkpoint && access(tr->o.best_checkpoint, R_OK) == 0
                        ? best : HUGE_VAL;
+    resume_validations(tr, st.options);
     nnt_train_state_clear(&st);
     tr->done = nnt_trainer_steps(tr);
     return NNT_OK;

@@ -464,8 +464,11 @@ static int start_log(nnt_trainer *tr, const char *name, const char *header, int 
         if (step <= prev || step > tr->done || !isfinite(loss) || line[n - 1] != '\n')
             break;
         fputs(line, f), prev = step;
-        rc = val ? add_validation(tr, step, loss)
-                 : add_point(&tr->curve, &tr->ncurve, &tr->cap_curve, step, loss);
+        if (!val)
+            rc = add_point(&tr->curve, &tr->ncurve, &tr->cap_curve, step, loss);
+        else   /* (counted already when the checkpoint recorded its validations) */
+            rc = tr->vals_resumed ? add_point(&tr->val_curve, &tr->nval, &tr->cap_val, step, loss)
+                                  : add_validation(tr, step, loss);
     }
     if (old)
         fclose(old);
@@ -510,7 +513,8 @@ static int open_logs(nnt_trainer *tr)
                  ",%s_used_mib,%s_peak_mib", ms.node[i].name, ms.node[i].name);
     strcat(header, "\n");
     tr->logs_open = 1;   /* (the validations of val.csv go into its curve) */
-    tr->nvalidations = 0, tr->low_val = HUGE_VAL, tr->low_val_step = tr->last_val_step = 0;
+    if (!tr->vals_resumed)   /* (else the checkpoint's count stands) */
+        tr->nvalidations = 0, tr->low_val = HUGE_VAL, tr->low_val_step = tr->last_val_step = 0;
     NNT_TRY(start_log(tr, "train.csv", header, 0, &tr->csv));
     return tr->o.val_batches > 0
                ? start_log(tr, "val.csv", val_header(tr), 1, &tr->val_csv)

@@ -78,7 +78,9 @@ struct nnt_trainer {
     int64_t nvalidations, last_val_step, low_val_step;
     double last_val, low_val;
     int64_t stale;                 /* validations in a row without an improvement (early_stop's
-                                      rule), the run's resumed val.csv included on rank 0  */
+                                      rule), those before a resume included                */
+    int vals_resumed;              /* the figures above read from the resumed checkpoint (else
+                                      counted again from log_dir's val.csv, if any)        */
     int64_t early_stop_step;       /* the step whose validation stopped the run; 0: none   */
     int smoothing_set;             /* label_smoothing set on the model: put back at destroy */
     double smoothing_before;       /* the model's label smoothing before                  */
