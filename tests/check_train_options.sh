@@ -195,7 +195,8 @@ fi
 lr_check() {
     bad=$(awk -F, -v what="$1" 'NR > 1 { s = $1; want = '"$3"';
               if ($3 - want > 1e-8 * want || want - $3 > 1e-8 * want)
-                  printf "%s: step %d lr %s, want %.9g; ", what, s, $3, want }' "$2/train.csv")
+                  printf "%s: step %d lr %s, want %.9g; ", what, s, $3, want }' "$2/train.csv" ||
+          echo "awk could not check it")
     n=$(($(wc -l < "$2/train.csv") - 1))
     if [ -z "$bad" ] && [ "$n" -gt 0 ]; then
         echo "ok: $1: the lr of $n steps: $(awk -F, 'NR > 1 { printf "%s ", $3 }' "$2/train.csv")"
@@ -209,8 +210,9 @@ run_ok linear $sched --steps 6 --warmup 1 --schedule linear --min-lr 0 --out "$t
 lr_check "--schedule linear (to 0 at step 6)" "$tmp/s1" 's <= 1 ? 1e-3 : 1e-3 * (6 - s) / 5'
 wsd="$sched --warmup 2 --schedule wsd --decay-steps 4 --decay-shape cosine --min-lr 1e-4"
 # (stable to step 6, then 1e-4 + 9e-4 (1 + cos(pi (s - 6) / 4)) / 2)
-cos_decay() { echo "s <= 2 ? 5e-4 * s : s <= $1 ? 1e-3 : s >= $1 + 4 ? 1e-4 :
-                    1e-4 + 4.5e-4 * (1 + cos(3.14159265358979 * (s - $1) / 4))"; }
+# (one line: mawk takes no newline after the ?: operator's colon)
+cos_decay() { echo "s <= 2 ? 5e-4 * s : s <= $1 ? 1e-3 : s >= $1 + 4 ? 1e-4 :" \
+                   "1e-4 + 4.5e-4 * (1 + cos(3.14159265358979 * (s - $1) / 4))"; }
 # shellcheck disable=SC2086
 run_ok wsd $wsd --steps 10 --out "$tmp/s2"
 lr_check "--schedule wsd --decay-steps 4 --decay-shape cosine" "$tmp/s2" "$(cos_decay 6)"
