@@ -35,7 +35,9 @@ static const char *const quantizes[] = {"none", "nf4", NULL};
 static const char *const too_long[] = {"cut", "refuse", NULL};
 /* = nnt_dpo_loss */
 static const char *const dpo_losses[] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo",
-                                         "kto", "apo_zero_unpaired", NULL};
+                                         "kto", "apo_zero_unpaired", "robust", "exo_pair",
+                                         "nca_pair", "bco_pair", "sppo_hard", "apo_zero",
+                                         "apo_down", "discopop", "sigmoid_norm", NULL};
 
 #define BIG CLI_BIG
 #define CLI_OFF(f) offsetof(train_opts, f)
@@ -196,7 +198,9 @@ static const cli_option table[] = {
              "--dpo-loss cpo, simpo or orpo: their beta"),
     OPT_CHOICE("dpo-loss", loop.dpo_loss, dpo_losses, "sigmoid", RES, "L",
                "sigmoid|ipo|hinge: TRL's DPO loss_type (default\nsigmoid: DPO; ipo: the log "
-               "ratios averaged over\neach sequence's tokens; hinge: SLiC);\ncpo|simpo|orpo: "
+               "ratios averaged over\neach sequence's tokens; hinge: SLiC); its others\n"
+               "against the reference: robust, exo_pair,\nnca_pair, bco_pair, sppo_hard, "
+               "apo_zero, apo_down,\ndiscopop, sigmoid_norm;\ncpo|simpo|orpo: "
                "without a reference model (TRL's\nCPOTrainer loss_type sigmoid and simpo, "
                "its\nORPOTrainer, beta its lambda); kto|apo_zero_unpaired:\nTRL's KTOTrainer "
                "on unpaired records ({\"prompt\",\n\"completion\", \"label\": true|false}; "
@@ -204,10 +208,15 @@ static const cli_option table[] = {
                "KTOTrainer does), runs of --batch rows"),
     OPT_REAL("simpo-gamma", loop.simpo_gamma, 0, 1e6, "0.5", RES, "X",
              "--dpo-loss simpo's target margin (TRL's\nsimpo_gamma; default 0.5)"),
+    OPT_REAL("dpo-label-smoothing", loop.dpo_label_smoothing, 0, 1, "0", RES | OPEN, "E",
+             "--dpo-loss robust: the probability that a pair's\npreference is flipped, below "
+             "0.5; exo_pair: its\nepsilon, above 0 (TRL's label_smoothing; default 0)"),
+    OPT_REAL("discopop-tau", loop.discopop_tau, 0, 1e6, "0.05", RES | CLI_OPEN_MIN, "T",
+             "--dpo-loss discopop's temperature (TRL's\ndiscopop_tau; default 0.05)"),
     OPT_REAL("rpo-alpha", loop.rpo_alpha, 0, 1e6, "0", RES, "X",
-             "with --dpo-beta (sigmoid, ipo, hinge): plus X times\nthe chosen sequences' "
-             "negative log-likelihood\n(RPO: TRL's loss_type [sigmoid, sft], loss_weights\n"
-             "[1, X]; default 0)"),
+             "with --dpo-beta and a loss against the reference\non pairs: plus X times "
+             "the chosen sequences'\nnegative log-likelihood (RPO: TRL's loss_type\n"
+             "[sigmoid, sft], loss_weights [1, X]; default 0)"),
     OPT_REAL("cpo-alpha", loop.cpo_alpha, 0, 1e6, "1", RES, "X",
              "--dpo-loss cpo and simpo: the weight of the chosen\nsequences' negative "
              "log-likelihood (TRL's\ncpo_alpha; default 1; 0: SimPO as its paper)"),
@@ -507,9 +516,17 @@ static int check_combinations(const train_opts *o)
                                  "or --val-data FILE.jsonl)");
     if (o->loop.dpo_loss != NNT_DPO_SIGMOID && !(o->loop.dpo_beta > 0))
         return train_usage_error("--dpo-loss goes with --dpo-beta");
-    if (o->loop.rpo_alpha > 0 && (!(o->loop.dpo_beta > 0) || o->loop.dpo_loss > NNT_DPO_HINGE))
-        return train_usage_error("--rpo-alpha goes with --dpo-beta and a DPO loss (sigmoid, ipo "
-                                 "or hinge; cpo and simpo take --cpo-alpha)");
+    const int loss = o->loop.dpo_loss;
+    if (o->loop.rpo_alpha > 0 &&
+        (!(o->loop.dpo_beta > 0) || (loss >= NNT_DPO_CPO && loss <= NNT_DPO_APO_ZERO_UNPAIRED)))
+        return train_usage_error("--rpo-alpha goes with --dpo-beta and a DPO loss on pairs "
+                                 "against the reference (not cpo, simpo, orpo, kto or "
+                                 "apo_zero_unpaired; cpo and simpo take --cpo-alpha)");
+    if (train_opts_given(o, "dpo-label-smoothing") && loss != NNT_DPO_ROBUST &&
+        loss != NNT_DPO_EXO_PAIR)
+        return train_usage_error("--dpo-label-smoothing goes with --dpo-loss robust or exo_pair");
+    if (train_opts_given(o, "discopop-tau") && loss != NNT_DPO_DISCOPOP)
+        return train_usage_error("--discopop-tau goes with --dpo-loss discopop");
     if (train_opts_given(o, "simpo-gamma") && o->loop.dpo_loss != NNT_DPO_SIMPO)
         return train_usage_error("--simpo-gamma goes with --dpo-loss simpo");
     if (train_opts_given(o, "cpo-alpha") && o->loop.dpo_loss != NNT_DPO_CPO &&

@@ -2318,9 +2318,11 @@ typedef struct nnt_trainer_options {
     double cpo_alpha;            /* NNT_DPO_CPO and _SIMPO: the weight of the chosen
                                     sequences' negative log-likelihood in the loss (TRL's
                                     cpo_alpha; 0: SimPO as its paper trains)                  */
-    double rpo_alpha;            /* NNT_DPO_SIGMOID, _IPO, _HINGE: the same term's weight
-                                    added to DPO's loss (RPO; TRL's DPOTrainer with loss_type
-                                    [..., "sft"] and this loss weight); 0 (default): none     */
+    double rpo_alpha;            /* the losses against a reference on pairs (NNT_DPO_SIGMOID,
+                                    _IPO, _HINGE, _ROBUST ... _SIGMOID_NORM): the same term's
+                                    weight added to DPO's loss (RPO; TRL's DPOTrainer with
+                                    loss_type [..., "sft"] and this loss weight); 0
+                                    (default): none                                          */
     double desirable_weight;     /* NNT_DPO_KTO and _APO_ZERO_UNPAIRED: the weight of a
                                     desirable row's loss (TRL's desirable_weight; default 1) */
     double undesirable_weight;   /* and of an undesirable one's (undesirable_weight; 1)      */
@@ -2345,6 +2347,13 @@ typedef struct nnt_trainer_options {
                                     nnt_layer_set_neftune with seed), none in validations;
                                     not with dpo_beta (NNT_E_INVAL). 0: none (the model's own
                                     setting is left as it is)                              */
+    /* new in 0.4, last (a size without them: 0 and TRL's 0.05) */
+    double dpo_label_smoothing;  /* NNT_DPO_ROBUST: the probability that a pair's preference is
+                                    flipped, in [0, 0.5); NNT_DPO_EXO_PAIR: its epsilon, in
+                                    (0, 1) (TRL's label_smoothing; 1e-3 in EXO's paper); 0
+                                    with the other losses                                    */
+    double discopop_tau;         /* NNT_DPO_DISCOPOP: its temperature tau (> 0; TRL's
+                                    discopop_tau, default 0.05)                              */
 } nnt_trainer_options;
 
 /* nnt_trainer_options.dpo_loss (new in 0.3): TRL's DPOTrainer loss types. */
@@ -2378,14 +2387,31 @@ typedef enum nnt_dpo_loss {
                                     followed by the completion of the row before it in its
                                     run of B, the first taking the last's), not
                                     differentiated (KTO; B >= 2)                             */
-    NNT_DPO_APO_ZERO_UNPAIRED = 7 /* desirable_weight (1 - sigmoid(beta lr)), undesirable_weight
-                                    sigmoid(beta lr) (APO-zero unpaired; no KL rows)         */
+    NNT_DPO_APO_ZERO_UNPAIRED = 7,   /* desirable_weight (1 - sigmoid(beta lr)),
+                                    undesirable_weight sigmoid(beta lr) (APO-zero unpaired;
+                                    no KL rows)                                              */
+    /* new in 0.4, later: TRL's other DPOTrainer loss types on pairs, against the reference;
+     * lc, lr the chosen and rejected sequences' log ratios (summed), d = lc - lr, z = beta d,
+     * e dpo_label_smoothing, ls(x) = log sigmoid(x) */
+    NNT_DPO_ROBUST = 8,          /* (-(1 - e) ls(z) + e ls(-z)) / (1 - 2 e) (robust DPO)      */
+    NNT_DPO_EXO_PAIR = 9,        /* sigmoid(z) (ls(z) - log(1 - e)) + sigmoid(-z) (ls(-z) -
+                                    log e) (EXO, e > 0)                                     */
+    NNT_DPO_NCA_PAIR = 10,       /* -ls(beta lc) - ls(-beta lc) / 2 - ls(-beta lr) / 2 (NCA)   */
+    NNT_DPO_BCO_PAIR = 11,       /* -ls(beta lc) - ls(-beta lr) (TRL's bco_pair, stateless)    */
+    NNT_DPO_SPPO_HARD = 12,      /* (lc - 1 / (2 beta))^2 + (lr + 1 / (2 beta))^2 (SPPO, hard
+                                    probabilities)                                           */
+    NNT_DPO_APO_ZERO = 13,       /* 1 - sigmoid(beta lc) + sigmoid(beta lr) (APO-zero)        */
+    NNT_DPO_APO_DOWN = 14,       /* sigmoid(beta lc) + 1 - sigmoid(z) (APO-down)              */
+    NNT_DPO_DISCOPOP = 15,       /* -ls(z) (1 - m) + exp(-z) m, m = sigmoid(z / discopop_tau)
+                                    (DiscoPOP)                                               */
+    NNT_DPO_SIGMOID_NORM = 16    /* -ls(beta d'), d' of the log ratios averaged over each
+                                    sequence's counted targets (TRL's sigmoid_norm)           */
 } nnt_dpo_loss;
 
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
       NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1, 0.0, \
-      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0, 0.0, 0.0, 0.0 }
+      NNT_DPO_SIGMOID, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0, 0.0, 0.0, 0.0, 0.0, 0.05 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

@@ -65,6 +65,30 @@ within 1.5e-4 "$gotipo" "$ipo" ||
     { echo "FAIL: nnt-train --dpo-loss ipo: losses differ from PyTorch's"; fail=1; }
 grep -q "loss_type ipo" "$tmp/ipo.err" "$tmp/ipo.out" ||
     { echo "FAIL: the summary does not name the loss type"; fail=1; }
+# TRL's other loss types against the reference (tests/gen_dpo_loss_types.py: TRL's lines for
+# each, the same 3 steps): robust (label smoothing 0.1), discopop (tau 0.3), sigmoid_norm,
+# apo_down; measured at most 5.4e-6 from PyTorch's (discopop's step 3; AMD Zen 4, 2026-12-04),
+# about 10x
+for kind in robust discopop sigmoid_norm apo_down; do
+    want_k=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/loss_types.safetensors" \
+        "train.$kind.losses" 2>/dev/null)
+    extra=""
+    [ "$kind" = robust ] && extra="--dpo-label-smoothing 0.1"
+    [ "$kind" = discopop ] && extra="--discopop-tau 0.3"
+    # shellcheck disable=SC2086 # the options are words
+    "$prog" --load-hf "$fx/llama" --data "$fx/pairs.bin" --dpo-beta 0.3 --dpo-loss $kind $extra \
+        --batch 4 --seq 16 --steps 3 --val-split 0.25 --val-every 3 --optim adamw --lr 0.01 \
+        --beta1 0.9 --beta2 0.999 --eps 1e-08 --weight-decay 0.1 --grad-clip 0 --warmup 0 \
+        --schedule constant --print-loss --sample 0 --no-save --out "$tmp/$kind" \
+        > "$tmp/$kind.out" 2> "$tmp/$kind.err" || {
+        echo "FAIL: nnt-train --dpo-loss $kind: exit status $?"; tail -n 5 "$tmp/$kind.err"; fail=1; }
+    got_k=$(sed -n 's/^step [0-9]* loss //p' "$tmp/$kind.out" | tr '\n' ' ')
+    echo "# $kind: nnt $got_k / PyTorch $want_k"
+    [ -n "$want_k" ] && within 5e-5 "$got_k" "$want_k" ||
+        { echo "FAIL: nnt-train --dpo-loss $kind: losses differ from PyTorch's"; fail=1; }
+    grep -q "loss_type $kind" "$tmp/$kind.err" "$tmp/$kind.out" ||
+        { echo "FAIL: the summary does not name loss type $kind"; fail=1; }
+done
 grep -q 'validation: DPO loss' "$tmp/run.err" ||
     { echo "FAIL: the summary does not name the DPO loss"; fail=1; }
 
@@ -179,7 +203,9 @@ grep -q 'start with different tokens' "$tmp/jsonl.out" "$tmp/jsonl.err" "$tmp/ru
 # usage errors: an odd batch, --pack, --preference with --pack, --dpo-loss without --dpo-beta,
 # --simpo-gamma without simpo, --cpo-alpha with orpo
 for args in "--dpo-beta 0.2 --simpo-gamma 0.3" "--dpo-beta 0.2 --dpo-loss orpo --cpo-alpha 0.5" \
-            "--dpo-beta 0.2 --dpo-loss simpo --rpo-alpha 0.5" "--rpo-alpha 0.5"; do
+            "--dpo-beta 0.2 --dpo-loss simpo --rpo-alpha 0.5" "--rpo-alpha 0.5" \
+            "--dpo-beta 0.2 --dpo-label-smoothing 0.1" "--dpo-beta 0.2 --discopop-tau 0.1" \
+            "--dpo-beta 0.2 --dpo-loss robust --dpo-label-smoothing 1"; do
     # shellcheck disable=SC2086 # the options are words
     "$prog" --tokenizer-json "$tok" --data "$fx/preference.jsonl" --seq 96 --steps 1 $args \
         --no-save --out "$tmp/bad" > /dev/null 2> "$tmp/bad.err"

@@ -414,7 +414,7 @@ sampler_first_k_unsorted|lib/models/sample.c|s@    qsort(c, (size_t)k, sizeof \*
 sampler_first_k_heap_inverted|lib/models/sample.c|s@        if (cand_after(\&c\[0\], \&c\[v\])) {@        if (cand_after(\&c[v], \&c[0])) {@|sampling top_k: the heap keeps the worse candidate
 generate_samples_first_only|examples/nnt_generate.c|s@    for (size_t r = 0; r < nseq \&\& status == 0; r++) {@    for (size_t r = 0; r < 1 \&\& status == 0; r++) {@|nnt-generate --num-samples: only the first sample printed
 dpo_rejected_sign|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch,@            double w = -dpi[0] / (double)d->per_batch,@|DPO: the rejected sequence pulled up like the chosen one
-dpo_softplus_sign|lib/train/dpo.c|s@    return nnt_softplus(-z);@    return nnt_softplus(z);@|DPO: the loss of z instead of -z
+dpo_softplus_sign|lib/train/dpo.c|s@^    return nnt_softplus(-z);@    return nnt_softplus(z);@|DPO: the loss of z instead of -z
 dpo_pairs_divisor|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch,@            double w = -dpi[side],@|DPO: the gradient summed over a micro-batch pairs, not their mean
 dpo_target_mask_offset|lib/train/dpo.c|s@        counts\[t\] = t + 1 < T \&\& mask\[t + 1\];@        counts[t] = t + 1 < T \&\& mask[t];@|DPO: the targets counted by the mask of their input, one off
 dpo_tie_correct|lib/train/dpo.c|s@        s->correct += chosen > rejected;@        s->correct += chosen >= rejected;@|DPO: a tie counted as a correct pair
@@ -559,6 +559,12 @@ hf_typical_range|lib/models/config_json.c|s@    case 5: return v > 0 \&\& v <= 1
 generate_ngram_as_double|examples/nnt_generate.c|s@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 1},@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 0},@|nnt-generate: no_repeat_ngram_size of generation_config.json copied as a double
 gen_record_samples_not_split|examples/nnt_generate.c|s@        if (rc == NNT_E_NOMEM \&\& n == 1 \&\& nseq > 1) {@        if (0) {@|nnt-generate --prompts: the samples of one record that do not fit side by side end the run
 early_stop_count_not_resumed|lib/train/record.c|s@    if (n <= 0)@    if (1)@|nnt_trainer_resume: the validations before the checkpoint (early_stop count, lowest, last) forgotten without a log_dir
+dpo_robust_undivided|lib/train/dpo.c|s@        return ((1.0 - e) \* nnt_softplus(-z) - e \* nnt_softplus(z)) / (1.0 - 2.0 \* e);@        return (1.0 - e) * nnt_softplus(-z) - e * nnt_softplus(z);@|robust DPO: the loss not divided by 1 - 2 e
+dpo_exo_logs_swapped|lib/train/dpo.c|s@        double a = log1p(-e), b = log(e);@        double a = log(e), b = log1p(-e);@|EXO: log(1 - e) and log e swapped
+dpo_discopop_no_dm|lib/train/dpo.c|s@        \*g = -sm \* (1.0 - m) - ex \* m + dm \* (ex - lg);@        *g = -sm * (1.0 - m) - ex * m;@|DiscoPOP: the derivative without that of the mixing weight
+dpo_nca_rejected_whole|lib/train/dpo.c|s@        return nnt_softplus(-c) + 0.5 \* nnt_softplus(c) + 0.5 \* nnt_softplus(r);@        return nnt_softplus(-c) + 0.5 * nnt_softplus(c) + nnt_softplus(r);@|NCA: the rejected term not halved
+dpo_sigmoid_norm_summed|lib/train/dpo.c|s@        double loss = z_term(o, beta \* (lc / ac - lr / ar), \&g);@        double loss = z_term(o, beta * (lc - lr), \&g);@|sigmoid_norm: the log ratios summed, not averaged
+dpo_robust_smoothing_unchecked|lib/train/trainer.c|s@    if (o->dpo_loss == NNT_DPO_ROBUST \&\& !(e >= 0 \&\& e < 0.5))@    if (0)@|robust DPO: a flip probability of 0.5 or more taken
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

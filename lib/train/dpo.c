@@ -105,9 +105,12 @@ typedef struct dpo_sums {
 
 const char *nnt_dpo_loss_name(int loss)
 {
-    static const char *const NAMES[8] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo",
-                                         "kto", "apo_zero_unpaired"};
-    return loss >= 0 && loss < 8 ? NAMES[loss] : "?";   /* = nnt_dpo_loss */
+    static const char *const NAMES[] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo",
+                                        "kto", "apo_zero_unpaired", "robust", "exo_pair",
+                                        "nca_pair", "bco_pair", "sppo_hard", "apo_zero",
+                                        "apo_down", "discopop", "sigmoid_norm"};
+    const int n = (int)(sizeof NAMES / sizeof *NAMES);
+    return loss >= 0 && loss < n ? NAMES[loss] : "?";   /* = nnt_dpo_loss */
 }
 
 int nnt_dpo_loss_free(int loss)
@@ -125,8 +128,22 @@ const char *nnt_dpo_kind(const nnt_trainer *tr)
     static const char *const KINDS[8] = {"DPO", "DPO", "DPO", "CPO", "SimPO", "ORPO", "KTO",
                                          "APO-zero"};
     int loss = tr->o.dpo_loss;
-    return tr->dpo && tr->dpo->reward ? "reward model" : loss >= 0 && loss < 8 ? KINDS[loss]
-                                                                                : "?";
+    if (tr->dpo && tr->dpo->reward)
+        return "reward model";
+    return loss >= 0 && loss < 8 ? KINDS[loss] : loss <= NNT_DPO_SIGMOID_NORM ? "DPO" : "?";
+}
+
+/* ", label_smoothing E" or ", discopop_tau T" for the losses that take one, else "" (a
+ * static buffer) */
+static const char *loss_parameter(const nnt_trainer_options *o)
+{
+    static char buf[48];
+    buf[0] = '\0';
+    if (o->dpo_loss == NNT_DPO_ROBUST || o->dpo_loss == NNT_DPO_EXO_PAIR)
+        snprintf(buf, sizeof buf, ", label_smoothing %g", o->dpo_label_smoothing);
+    else if (o->dpo_loss == NNT_DPO_DISCOPOP)
+        snprintf(buf, sizeof buf, ", discopop_tau %g", o->discopop_tau);
+    return buf;
 }
 
 int nnt_dpo_describe(const nnt_trainer_options *o, char *buf, size_t cap)
@@ -154,8 +171,8 @@ int nnt_dpo_describe(const nnt_trainer_options *o, char *buf, size_t cap)
                             "sequences' nll (RPO: TRL's loss_type [%s, sft], loss_weights "
                             "[1, %g])", o->dpo_beta, o->rpo_alpha,
                             nnt_dpo_loss_name(o->dpo_loss), o->rpo_alpha);
-        return snprintf(buf, cap, "DPO, beta %g (TRL's loss_type %s)", o->dpo_beta,
-                        nnt_dpo_loss_name(o->dpo_loss));
+        return snprintf(buf, cap, "DPO, beta %g (TRL's loss_type %s%s)", o->dpo_beta,
+                        nnt_dpo_loss_name(o->dpo_loss), loss_parameter(o));
     }
 }
 
@@ -528,11 +545,93 @@ static double orpo_term(double beta, double ac, double ar, double *dc, double *d
     return beta * nnt_softplus(-odds);
 }
 
+static double sigmoid(double x)
+{
+    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+}
+
+/* The pair terms of TRL's loss types that are functions of z = beta (lc - lr) alone: the term,
+ * and its derivative by z in *g */
+static double z_term(const nnt_trainer_options *o, double z, double *g)
+{
+    double e = o->dpo_label_smoothing, sp = sigmoid(z), sm = sigmoid(-z);
+    switch (o->dpo_loss) {
+    case NNT_DPO_ROBUST:   /* ((1 - e) softplus(-z) - e softplus(z)) / (1 - 2 e) */
+        *g = (-(1.0 - e) * sm - e * sp) / (1.0 - 2.0 * e);
+        return ((1.0 - e) * nnt_softplus(-z) - e * nnt_softplus(z)) / (1.0 - 2.0 * e);
+    case NNT_DPO_EXO_PAIR: {   /* sp (ls(z) - log(1 - e)) + sm (ls(-z) - log e) */
+        double a = log1p(-e), b = log(e);
+        *g = sp * sm * (z - a + b);   /* (ls(z) - ls(-z) = z) */
+        return sp * (-nnt_softplus(-z) - a) + sm * (-nnt_softplus(z) - b);
+    }
+    case NNT_DPO_DISCOPOP: {   /* softplus(-z) (1 - m) + exp(-z) m, m = sigmoid(z / tau) */
+        double tau = o->discopop_tau, m = sigmoid(z / tau), dm = m * (1.0 - m) / tau;
+        double ex = exp(-z), lg = nnt_softplus(-z);
+        *g = -sm * (1.0 - m) - ex * m + dm * (ex - lg);
+        return lg * (1.0 - m) + ex * m;
+    }
+    default:   /* NNT_DPO_SIGMOID (and _SIGMOID_NORM's z): softplus(-z) */
+        *g = -sm;
+        return nnt_softplus(-z);
+    }
+}
+
+/* The pair terms of TRL's loss types of the chosen and rejected log ratios apart (NCA, BCO,
+ * SPPO, APO): the term, its derivatives by lc and lr */
+static double side_terms(const nnt_trainer_options *o, double lc, double lr, double *dc,
+                         double *dr)
+{
+    double beta = o->dpo_beta, c = beta * lc, r = beta * lr;
+    double sc = sigmoid(c), sr = sigmoid(r), sz = sigmoid(c - r);
+    switch (o->dpo_loss) {
+    case NNT_DPO_NCA_PAIR:
+        *dc = beta * (-(1.0 - sc) + 0.5 * sc), *dr = beta * 0.5 * sr;
+        return nnt_softplus(-c) + 0.5 * nnt_softplus(c) + 0.5 * nnt_softplus(r);
+    case NNT_DPO_BCO_PAIR:
+        *dc = -beta * (1.0 - sc), *dr = beta * sr;
+        return nnt_softplus(-c) + nnt_softplus(r);
+    case NNT_DPO_SPPO_HARD: {
+        double ec = lc - 0.5 / beta, er = lr + 0.5 / beta;
+        *dc = 2.0 * ec, *dr = 2.0 * er;
+        return ec * ec + er * er;
+    }
+    case NNT_DPO_APO_ZERO:
+        *dc = -beta * sc * (1.0 - sc), *dr = beta * sr * (1.0 - sr);
+        return 1.0 - sc + sr;
+    default:   /* NNT_DPO_APO_DOWN */
+        *dc = beta * sc * (1.0 - sc) - beta * sz * (1.0 - sz), *dr = beta * sz * (1.0 - sz);
+        return sc + 1.0 - sz;
+    }
+}
+
 /* (trainer_impl.h) */
 double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int64_t nc,
                          int64_t nr, double *dc, double *dr)
 {
     double beta = o->dpo_beta, z = beta * (lc - lr);
+    switch (o->dpo_loss) {
+    case NNT_DPO_NCA_PAIR:
+    case NNT_DPO_BCO_PAIR:
+    case NNT_DPO_SPPO_HARD:
+    case NNT_DPO_APO_ZERO:
+    case NNT_DPO_APO_DOWN:
+        return side_terms(o, lc, lr, dc, dr);
+    case NNT_DPO_ROBUST:
+    case NNT_DPO_EXO_PAIR:
+    case NNT_DPO_DISCOPOP: {
+        double g, loss = z_term(o, z, &g);
+        *dc = beta * g, *dr = -beta * g;
+        return loss;
+    }
+    case NNT_DPO_SIGMOID_NORM: {   /* per-token averages (TRL: counts at least 1) */
+        double ac = nc > 1 ? (double)nc : 1.0, ar = nr > 1 ? (double)nr : 1.0, g;
+        double loss = z_term(o, beta * (lc / ac - lr / ar), &g);
+        *dc = beta * g / ac, *dr = -beta * g / ar;
+        return loss;
+    }
+    default:
+        break;
+    }
     if (o->dpo_loss == NNT_DPO_SIMPO || o->dpo_loss == NNT_DPO_ORPO) {
         double ac = lc / (double)nc, ar = lr / (double)nr, loss, g;   /* (nc, nr >= 1) */
         if (o->dpo_loss == NNT_DPO_ORPO) {
@@ -840,8 +939,9 @@ int nnt_dpo_members(const nnt_trainer *tr, char **out)
         n += snprintf(s + n, cap - (size_t)n, ", \"desirable_weight\": %.17g, "
                       "\"undesirable_weight\": %.17g", tr->o.desirable_weight,
                       tr->o.undesirable_weight);
-    n += snprintf(s + n, cap - (size_t)n, ", \"rpo_alpha\": %.17g, \"dpo_reference\": \"",
-                  tr->o.rpo_alpha);
+    n += snprintf(s + n, cap - (size_t)n, ", \"rpo_alpha\": %.17g, \"dpo_label_smoothing\": "
+                  "%.17g, \"discopop_tau\": %.17g, \"dpo_reference\": \"", tr->o.rpo_alpha,
+                  tr->o.dpo_label_smoothing, tr->o.discopop_tau);
     char *at = s + n;
     for (size_t i = 0; i < nref; i++) {
         uint64_t bits;

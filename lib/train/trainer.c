@@ -65,6 +65,26 @@ static void free_strings(nnt_trainer_options *o)
     free((char *)o->log_dir), free((char *)o->resume), free((char *)o->keep_also);
 }
 
+/* dpo_label_smoothing and discopop_tau: in range, and label smoothing only with the losses
+ * that read it (TRL's robust: in [0, 0.5); exo_pair: in (0, 1), log e being in its loss) */
+static int check_loss_parameters(nnt_ctx *ctx, const char *fn, const nnt_trainer_options *o)
+{
+    double e = o->dpo_label_smoothing;
+    if (!(o->discopop_tau > 0) || !isfinite(o->discopop_tau))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: discopop_tau %g (> 0; TRL's default 0.05)", fn,
+                        o->discopop_tau);
+    if (o->dpo_loss == NNT_DPO_ROBUST && !(e >= 0 && e < 0.5))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_label_smoothing %g: robust DPO's flip "
+                        "probability is in [0, 0.5)", fn, e);
+    if (o->dpo_loss == NNT_DPO_EXO_PAIR && !(e > 0 && e < 1))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_label_smoothing %g: EXO's epsilon is in "
+                        "(0, 1) (its paper: 1e-3)", fn, e);
+    if (e != 0 && o->dpo_loss != NNT_DPO_ROBUST && o->dpo_loss != NNT_DPO_EXO_PAIR)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_label_smoothing %g is for NNT_DPO_ROBUST and "
+                        "NNT_DPO_EXO_PAIR", fn, e);
+    return NNT_OK;
+}
+
 /* rows: the held-out tokens are read in whole rows (nnt_held_out_in_rows). */
 static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options *o,
                          const nnt_data *data, int rows)
@@ -79,9 +99,10 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         return nnt_fail(ctx, NNT_E_INVAL, "%s: no training data (NULL is for steps 0)", fn);
     if (!(o->dpo_beta >= 0) || !isfinite(o->dpo_beta))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_beta %g (> 0: DPO; 0: none)", fn, o->dpo_beta);
-    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_APO_ZERO_UNPAIRED)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (NNT_DPO_SIGMOID, _IPO, _HINGE, "
-                        "_CPO, _SIMPO, _ORPO, _KTO or _APO_ZERO_UNPAIRED)", fn, o->dpo_loss);
+    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_SIGMOID_NORM)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (an nnt_dpo_loss: NNT_DPO_SIGMOID "
+                        "to NNT_DPO_SIGMOID_NORM)", fn, o->dpo_loss);
+    NNT_TRY(check_loss_parameters(ctx, fn, o));
     if (!(o->desirable_weight >= 0) || !isfinite(o->desirable_weight) ||
         !(o->undesirable_weight >= 0) || !isfinite(o->undesirable_weight))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: desirable_weight %g, undesirable_weight %g (each "
@@ -90,10 +111,12 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         !isfinite(o->cpo_alpha) || !(o->rpo_alpha >= 0) || !isfinite(o->rpo_alpha))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: simpo_gamma %g, cpo_alpha %g, rpo_alpha %g (each "
                         ">= 0)", fn, o->simpo_gamma, o->cpo_alpha, o->rpo_alpha);
-    if (o->rpo_alpha > 0 && (!(o->dpo_beta > 0) || o->dpo_loss > NNT_DPO_HINGE))
+    if (o->rpo_alpha > 0 && (!(o->dpo_beta > 0) || nnt_dpo_loss_free(o->dpo_loss) ||
+                             nnt_dpo_loss_unpaired(o->dpo_loss)))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: rpo_alpha %g adds the chosen sequences' nll to "
-                        "a DPO loss (dpo_beta > 0, NNT_DPO_SIGMOID, _IPO or _HINGE); CPO's and "
-                        "SimPO's weight is cpo_alpha", fn, o->rpo_alpha);
+                        "a DPO loss on pairs against a reference (dpo_beta > 0; not CPO, SimPO, "
+                        "ORPO, KTO or APO-zero unpaired); CPO's and SimPO's weight is cpo_alpha",
+                        fn, o->rpo_alpha);
     if (o->early_stop < 0 || !(o->early_stop_delta >= 0) || !isfinite(o->early_stop_delta))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: early_stop %lld, early_stop_delta %g (each >= 0)",
                         fn, (long long)o->early_stop, o->early_stop_delta);
@@ -578,6 +601,7 @@ int nnt_trainer_read_options(const char *fn, const nnt_trainer_options *user,
         offsetof(nnt_trainer_options, simpo_gamma),   /* 0.3 */
         offsetof(nnt_trainer_options, early_stop),    /* 0.4 before early stopping */
         offsetof(nnt_trainer_options, label_smoothing),   /* 0.4 before label smoothing */
+        offsetof(nnt_trainer_options, dpo_label_smoothing),   /* 0.4 before TRL's others */
     };
     return nnt_read_options_sizes(fn, user, &defaults, o, sizeof *o, older,
                                   sizeof older / sizeof *older,
