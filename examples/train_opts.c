@@ -37,7 +37,8 @@ static const char *const too_long[] = {"cut", "refuse", NULL};
 static const char *const dpo_losses[] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo",
                                          "kto", "apo_zero_unpaired", "robust", "exo_pair",
                                          "nca_pair", "bco_pair", "sppo_hard", "apo_zero",
-                                         "apo_down", "discopop", "sigmoid_norm", NULL};
+                                         "apo_down", "discopop", "sigmoid_norm", "aot",
+                                         "aot_unpaired", NULL};
 
 #define BIG CLI_BIG
 #define CLI_OFF(f) offsetof(train_opts, f)
@@ -200,7 +201,8 @@ static const cli_option table[] = {
                "sigmoid|ipo|hinge: TRL's DPO loss_type (default\nsigmoid: DPO; ipo: the log "
                "ratios averaged over\neach sequence's tokens; hinge: SLiC); its others\n"
                "against the reference: robust, exo_pair,\nnca_pair, bco_pair, sppo_hard, "
-               "apo_zero, apo_down,\ndiscopop, sigmoid_norm;\ncpo|simpo|orpo: "
+               "apo_zero, apo_down,\ndiscopop, sigmoid_norm, aot, aot_unpaired;\n"
+               "cpo|simpo|orpo: "
                "without a reference model (TRL's\nCPOTrainer loss_type sigmoid and simpo, "
                "its\nORPOTrainer, beta its lambda); kto|apo_zero_unpaired:\nTRL's KTOTrainer "
                "on unpaired records ({\"prompt\",\n\"completion\", \"label\": true|false}; "
@@ -209,8 +211,9 @@ static const cli_option table[] = {
     OPT_REAL("simpo-gamma", loop.simpo_gamma, 0, 1e6, "0.5", RES, "X",
              "--dpo-loss simpo's target margin (TRL's\nsimpo_gamma; default 0.5)"),
     OPT_REAL("dpo-label-smoothing", loop.dpo_label_smoothing, 0, 1, "0", RES | OPEN, "E",
-             "--dpo-loss robust: the probability that a pair's\npreference is flipped, below "
-             "0.5; exo_pair: its\nepsilon, above 0 (TRL's label_smoothing; default 0)"),
+             "--dpo-loss robust, aot, aot_unpaired: the\nprobability that a pair's preference is "
+             "flipped,\nbelow 0.5; exo_pair: its epsilon, above 0 (TRL's\nlabel_smoothing; "
+             "default 0)"),
     OPT_REAL("discopop-tau", loop.discopop_tau, 0, 1e6, "0.05", RES | CLI_OPEN_MIN, "T",
              "--dpo-loss discopop's temperature (TRL's\ndiscopop_tau; default 0.05)"),
     OPT_REAL("rpo-alpha", loop.rpo_alpha, 0, 1e6, "0", RES, "X",
@@ -523,8 +526,9 @@ static int check_combinations(const train_opts *o)
                                  "against the reference (not cpo, simpo, orpo, kto or "
                                  "apo_zero_unpaired; cpo and simpo take --cpo-alpha)");
     if (train_opts_given(o, "dpo-label-smoothing") && loss != NNT_DPO_ROBUST &&
-        loss != NNT_DPO_EXO_PAIR)
-        return train_usage_error("--dpo-label-smoothing goes with --dpo-loss robust or exo_pair");
+        loss != NNT_DPO_EXO_PAIR && loss != NNT_DPO_AOT && loss != NNT_DPO_AOT_UNPAIRED)
+        return train_usage_error("--dpo-label-smoothing goes with --dpo-loss robust, exo_pair, "
+                                 "aot or aot_unpaired");
     if (train_opts_given(o, "discopop-tau") && loss != NNT_DPO_DISCOPOP)
         return train_usage_error("--discopop-tau goes with --dpo-loss discopop");
     if (train_opts_given(o, "simpo-gamma") && o->loop.dpo_loss != NNT_DPO_SIMPO)

@@ -2348,10 +2348,11 @@ typedef struct nnt_trainer_options {
                                     not with dpo_beta (NNT_E_INVAL). 0: none (the model's own
                                     setting is left as it is)                              */
     /* new in 0.4, last (a size without them: 0 and TRL's 0.05) */
-    double dpo_label_smoothing;  /* NNT_DPO_ROBUST: the probability that a pair's preference is
-                                    flipped, in [0, 0.5); NNT_DPO_EXO_PAIR: its epsilon, in
-                                    (0, 1) (TRL's label_smoothing; 1e-3 in EXO's paper); 0
-                                    with the other losses                                    */
+    double dpo_label_smoothing;  /* NNT_DPO_ROBUST, _AOT, _AOT_UNPAIRED: the probability that
+                                    a pair's preference is flipped, in [0, 0.5);
+                                    NNT_DPO_EXO_PAIR: its epsilon, in (0, 1) (TRL's
+                                    label_smoothing; 1e-3 in EXO's paper); 0 with the other
+                                    losses                                                   */
     double discopop_tau;         /* NNT_DPO_DISCOPOP: its temperature tau (> 0; TRL's
                                     discopop_tau, default 0.05)                              */
 } nnt_trainer_options;
@@ -2404,8 +2405,15 @@ typedef enum nnt_dpo_loss {
     NNT_DPO_APO_DOWN = 14,       /* sigmoid(beta lc) + 1 - sigmoid(z) (APO-down)              */
     NNT_DPO_DISCOPOP = 15,       /* -ls(z) (1 - m) + exp(-z) m, m = sigmoid(z / discopop_tau)
                                     (DiscoPOP)                                               */
-    NNT_DPO_SIGMOID_NORM = 16    /* -ls(beta d'), d' of the log ratios averaged over each
+    NNT_DPO_SIGMOID_NORM = 16,   /* -ls(beta d'), d' of the log ratios averaged over each
                                     sequence's counted targets (TRL's sigmoid_norm)           */
+    /* the micro-batch's pairs together (its B / 2 pairs as TRL's batch): position i of a
+     * sorted order, u the i-th smallest of one value and v of another, delta = u - v,
+     * the term -(1 - e) ls(beta delta) - e ls(-beta delta) */
+    NNT_DPO_AOT = 17,            /* u of pi_chosen - pi_rejected, v of ref_chosen -
+                                    ref_rejected (AOT, paired)                               */
+    NNT_DPO_AOT_UNPAIRED = 18    /* u of lc, v of lr (TRL's aot_unpaired: pairs of data all
+                                    the same)                                                */
 } nnt_dpo_loss;
 
 #define NNT_TRAINER_OPTIONS_INIT \

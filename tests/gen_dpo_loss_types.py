@@ -21,6 +21,11 @@ Tensors:
   NAME.b<B>.loss, NAME.b<B>.dc, NAME.b<B>.dr   (N) float64: the pair loss and its
              derivatives by lc and lr, at beta BETAS[B], with the loss's parameter PARAM[NAME]
   params     (K, 3) float64: per loss (KINDS' order) its nnt_dpo_loss, label_smoothing, tau
+  batch      (S, 4) float64: a micro-batch of S pairs' chosen and rejected log-likelihoods under
+             the policy and under the reference (no two sorted values tied: their order would
+             route the derivatives), for the losses of the pairs together (aot, aot_unpaired)
+  NAME.b<B>.loss (S): TRL's per_sequence_loss (a sorted position each), NAME.b<B>.dc and
+             .dr (S): the derivatives of their sum by each pair's policy log-likelihoods
   train.NAME.losses (3) float64, NAME in TRAINED: 3 steps of the tiny Llama of this directory
              (llama/, pairs.safetensors, the reference's ref_logps of reference.safetensors)
              trained with that loss at beta 0.3 as tests/gen_dpo_fixtures.py trains its IPO
@@ -42,8 +47,9 @@ KINDS = [(8, "robust", 0.1, 0.05), (9, "exo_pair", 1e-3, 0.05), (10, "nca_pair",
          (11, "bco_pair", 0.0, 0.05), (12, "sppo_hard", 0.0, 0.05), (13, "apo_zero", 0.0, 0.05),
          (14, "apo_down", 0.0, 0.05), (15, "discopop", 0.0, 0.3),
          (16, "sigmoid_norm", 0.0, 0.05)]
+SORTED = [(17, "aot", 0.1), (18, "aot_unpaired", 0.0)]   # (nnt_dpo_loss, name, smoothing)
 BETAS = (0.3, 2.0)
-TRAINED = ("robust", "discopop", "sigmoid_norm", "apo_down")   # (with KINDS' parameters)
+TRAINED = ("robust", "discopop", "sigmoid_norm", "apo_down", "aot")   # (KINDS', SORTED's)
 
 
 def branch(src, name):
@@ -85,6 +91,31 @@ def points():
     return torch.tensor(pts, dtype=torch.float64)
 
 
+def sorted_losses(src, out):
+    """SORTED's losses on one micro-batch (the docstring above) into out"""
+    g = torch.Generator().manual_seed(5)
+    batch = -torch.rand(7, 4, generator=g, dtype=torch.float64) * 20
+    out["batch"] = batch
+    for (_, name, ls) in SORTED:
+        code = compile(branch(src, name), name, "exec")
+        for b, beta in enumerate(BETAS):
+            pc = batch[:, 0].clone().requires_grad_(True)
+            pr = batch[:, 1].clone().requires_grad_(True)
+            rc, rr = batch[:, 2], batch[:, 3]
+            me = SimpleNamespace(beta=beta, label_smoothing=ls,
+                                 args=SimpleNamespace(discopop_tau=0.05))
+            env = {"self": me, "torch": Float64Torch(), "F": F, "device": "cpu",
+                   "chosen_logps": pc, "rejected_logps": pr, "ref_chosen_logps": rc,
+                   "ref_rejected_logps": rr, "chosen_logratios": pc - rc,
+                   "rejected_logratios": pr - rr}
+            exec(code, env)
+            loss = env["per_sequence_loss"]
+            dc, dr = torch.autograd.grad(loss.sum(), (pc, pr))
+            key = "%s.b%d" % (name, b)
+            out[key + ".loss"] = loss.detach().contiguous()
+            out[key + ".dc"], out[key + ".dr"] = dc.contiguous(), dr.contiguous()
+
+
 def train_runs(src, d, out):
     """TRAINED's 3-step runs (the docstring above) into out"""
     import sys
@@ -97,7 +128,7 @@ def train_runs(src, d, out):
     pairs = load_file(os.path.join(d, "pairs.safetensors"))
     rows, counts = pairs["rows"].long(), pairs["counts"].long()
     ref = load_file(os.path.join(d, "reference.safetensors"))["ref_logps"]
-    for (_, name, ls, tau) in KINDS:
+    for (_, name, ls, tau) in KINDS + [(k, n, e, 0.05) for (k, n, e) in SORTED]:
         if name not in TRAINED:
             continue
         code = compile(branch(src, name), name, "exec")
@@ -115,7 +146,9 @@ def train_runs(src, d, out):
             env = {"self": me, "torch": Float64Torch(), "F": F, "device": "cpu",
                    "chosen_logratios": lc, "rejected_logratios": lr, "chosen_scores": lc,
                    "rejected_scores": lr, "delta_score": lc - lr,
-                   "completion_mask": torch.cat([c[0::2], c[1::2]])}
+                   "completion_mask": torch.cat([c[0::2], c[1::2]]),
+                   "chosen_logps": logps[0::2], "rejected_logps": logps[1::2],
+                   "ref_chosen_logps": r[0::2], "ref_rejected_logps": r[1::2]}
             exec(code, env)
             loss = env["per_sequence_loss"].mean()
             o.zero_grad()
@@ -162,6 +195,7 @@ def main():
                                                        float(loss.max())))
     out["params"] = torch.tensor([(k, ls, tau) for (k, _, ls, tau) in KINDS],
                                  dtype=torch.float64)
+    sorted_losses(src, out)
     train_runs(src, args.out, out)
     save_file(out, os.path.join(args.out, "loss_types.safetensors"))
 

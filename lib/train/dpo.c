@@ -90,6 +90,8 @@ struct nnt_dpo {
     double *nll;                   /* (B) a row's sum of its nll term's target losses         */
     int64_t *nll_n;                /* (B) and its targets                                     */
     const double **pair_ref;       /* (B / 2) its pairs' reference rows                     */
+    double *sorted;                /* (5 B / 2) aot: x, y, term, gx, gy of the pairs         */
+    nnt_dpo_ranked *ranks;         /* (B) aot's scratch                                      */
     int reward;                    /* a reward model's pairs (no reference)                   */
     int64_t pad;                   /* its pad id (nnt_model_pool_targets; -1: none)          */
     float *scores;                 /* (B) a micro-batch's pooled scores                       */
@@ -108,7 +110,8 @@ const char *nnt_dpo_loss_name(int loss)
     static const char *const NAMES[] = {"sigmoid", "ipo", "hinge", "cpo", "simpo", "orpo",
                                         "kto", "apo_zero_unpaired", "robust", "exo_pair",
                                         "nca_pair", "bco_pair", "sppo_hard", "apo_zero",
-                                        "apo_down", "discopop", "sigmoid_norm"};
+                                        "apo_down", "discopop", "sigmoid_norm", "aot",
+                                        "aot_unpaired"};
     const int n = (int)(sizeof NAMES / sizeof *NAMES);
     return loss >= 0 && loss < n ? NAMES[loss] : "?";   /* = nnt_dpo_loss */
 }
@@ -130,7 +133,7 @@ const char *nnt_dpo_kind(const nnt_trainer *tr)
     int loss = tr->o.dpo_loss;
     if (tr->dpo && tr->dpo->reward)
         return "reward model";
-    return loss >= 0 && loss < 8 ? KINDS[loss] : loss <= NNT_DPO_SIGMOID_NORM ? "DPO" : "?";
+    return loss >= 0 && loss < 8 ? KINDS[loss] : loss <= NNT_DPO_AOT_UNPAIRED ? "DPO" : "?";
 }
 
 /* ", label_smoothing E" or ", discopop_tau T" for the losses that take one, else "" (a
@@ -139,7 +142,8 @@ static const char *loss_parameter(const nnt_trainer_options *o)
 {
     static char buf[48];
     buf[0] = '\0';
-    if (o->dpo_loss == NNT_DPO_ROBUST || o->dpo_loss == NNT_DPO_EXO_PAIR)
+    if (o->dpo_loss == NNT_DPO_ROBUST || o->dpo_loss == NNT_DPO_EXO_PAIR ||
+        o->dpo_loss == NNT_DPO_AOT || o->dpo_loss == NNT_DPO_AOT_UNPAIRED)
         snprintf(buf, sizeof buf, ", label_smoothing %g", o->dpo_label_smoothing);
     else if (o->dpo_loss == NNT_DPO_DISCOPOP)
         snprintf(buf, sizeof buf, ", discopop_tau %g", o->discopop_tau);
@@ -184,6 +188,7 @@ void nnt_dpo_free(nnt_trainer *tr)
     free(d->ref), free(d->losses), free(d->weights), free(d->inputs), free(d->targets);
     free(d->row), free(d->pairs), free(d->logp), free((void *)d->pair_ref);
     free(d->counted), free(d->scores), free(d->counts), free(d->nll), free(d->nll_n);
+    free(d->sorted), free(d->ranks);
     free(d->desirable), free(d->row_desirable), free(d->masks), free(d->kl_inputs);
     free(d->kl_targets), free(d->kl_counts), free(d->kl_logp);
     free(d);
@@ -348,7 +353,9 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->kl_targets = malloc(bt * sizeof *d->kl_targets);
     d->kl_counts = malloc(bt);
     d->kl_logp = malloc((size_t)B * sizeof *d->kl_logp);
-    if (!d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
+    d->sorted = malloc(5 * (size_t)d->per_batch * sizeof *d->sorted);
+    d->ranks = malloc(2 * (size_t)d->per_batch * sizeof *d->ranks);
+    if (!d->sorted || !d->ranks || !d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
         !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores ||
         !d->counts || !d->nll || !d->nll_n || !d->row_desirable || !d->masks ||
         !d->kl_inputs || !d->kl_targets || !d->kl_counts || !d->kl_logp)
@@ -604,6 +611,33 @@ static double side_terms(const nnt_trainer_options *o, double lc, double lr, dou
     }
 }
 
+static int by_value(const void *pa, const void *pb)
+{
+    const nnt_dpo_ranked *a = pa, *b = pb;
+    if (a->v != b->v)
+        return a->v < b->v ? -1 : 1;
+    return (a->j > b->j) - (a->j < b->j);
+}
+
+/* (trainer_impl.h) */
+void nnt_dpo_sorted_terms(const nnt_trainer_options *o, const double *x, const double *y,
+                          int64_t n, nnt_dpo_ranked *ranks, double *term, double *gx,
+                          double *gy)
+{
+    nnt_dpo_ranked *rx = ranks, *ry = ranks + n;
+    for (int64_t j = 0; j < n; j++)
+        rx[j] = (nnt_dpo_ranked){x[j], j}, ry[j] = (nnt_dpo_ranked){y[j], j};
+    qsort(rx, (size_t)n, sizeof *rx, by_value);
+    qsort(ry, (size_t)n, sizeof *ry, by_value);
+    const double beta = o->dpo_beta, e = o->dpo_label_smoothing;
+    for (int64_t i = 0; i < n; i++) {
+        double z = beta * (rx[i].v - ry[i].v);
+        double g = beta * (-(1.0 - e) * sigmoid(-z) + e * sigmoid(z));
+        term[rx[i].j] = (1.0 - e) * nnt_softplus(-z) + e * nnt_softplus(z);
+        gx[rx[i].j] = g, gy[ry[i].j] = -g;
+    }
+}
+
 /* (trainer_impl.h) */
 double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int64_t nc,
                          int64_t nr, double *dc, double *dr)
@@ -685,6 +719,18 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
     double beta = tr->o.dpo_beta, per_target = 0.0;
     if (d->nll_weight > 0)   /* (counted once a pair: the sums are divided by the pairs) */
         s->loss += nll_term(d, &per_target) * (double)d->per_batch;
+    const int sorted = tr->o.dpo_loss == NNT_DPO_AOT || tr->o.dpo_loss == NNT_DPO_AOT_UNPAIRED;
+    const int64_t n = d->per_batch;
+    double *x = d->sorted, *y = x + n, *term = y + n, *gx = term + n, *gy = gx + n;
+    for (int64_t j = 0; sorted && j < n; j++) {   /* (aot: the pairs together) */
+        const double rc = ref ? ref[j][0] : 0.0, rr = ref ? ref[j][1] : 0.0;
+        if (tr->o.dpo_loss == NNT_DPO_AOT)
+            x[j] = logp[2 * j] - logp[2 * j + 1], y[j] = rc - rr;
+        else
+            x[j] = logp[2 * j] - rc, y[j] = logp[2 * j + 1] - rr;
+    }
+    if (sorted)
+        nnt_dpo_sorted_terms(&tr->o, x, y, n, d->ranks, term, gx, gy);
     for (int64_t j = 0; j < d->per_batch; j++) {
         double lc = logp[2 * j] - (ref ? ref[j][0] : 0.0);
         double lr = logp[2 * j + 1] - (ref ? ref[j][1] : 0.0);
@@ -692,8 +738,12 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
         if (d->averaged)   /* (SimPO's and ORPO's: of the means) */
             chosen /= (double)d->counted[2 * j], rejected /= (double)d->counted[2 * j + 1];
         double dpi[2];
-        s->loss += nnt_dpo_pair_loss(&tr->o, lc, lr, d->counted[2 * j], d->counted[2 * j + 1],
-                                     &dpi[0], &dpi[1]);
+        if (sorted)   /* (aot: x holds pi_c - pi_r, of which the reference is no part) */
+            s->loss += term[j], dpi[0] = gx[j],
+                dpi[1] = tr->o.dpo_loss == NNT_DPO_AOT ? -gx[j] : gy[j];
+        else
+            s->loss += nnt_dpo_pair_loss(&tr->o, lc, lr, d->counted[2 * j],
+                                         d->counted[2 * j + 1], &dpi[0], &dpi[1]);
         s->correct += chosen > rejected;
         s->margin += chosen - rejected;
         s->pairs++;

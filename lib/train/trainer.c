@@ -73,15 +73,17 @@ static int check_loss_parameters(nnt_ctx *ctx, const char *fn, const nnt_trainer
     if (!(o->discopop_tau > 0) || !isfinite(o->discopop_tau))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: discopop_tau %g (> 0; TRL's default 0.05)", fn,
                         o->discopop_tau);
-    if (o->dpo_loss == NNT_DPO_ROBUST && !(e >= 0 && e < 0.5))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_label_smoothing %g: robust DPO's flip "
-                        "probability is in [0, 0.5)", fn, e);
+    const int flips = o->dpo_loss == NNT_DPO_ROBUST || o->dpo_loss == NNT_DPO_AOT ||
+                      o->dpo_loss == NNT_DPO_AOT_UNPAIRED;
+    if (flips && !(e >= 0 && e < 0.5))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_label_smoothing %g: robust DPO's and AOT's "
+                        "flip probability is in [0, 0.5)", fn, e);
     if (o->dpo_loss == NNT_DPO_EXO_PAIR && !(e > 0 && e < 1))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_label_smoothing %g: EXO's epsilon is in "
                         "(0, 1) (its paper: 1e-3)", fn, e);
-    if (e != 0 && o->dpo_loss != NNT_DPO_ROBUST && o->dpo_loss != NNT_DPO_EXO_PAIR)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_label_smoothing %g is for NNT_DPO_ROBUST and "
-                        "NNT_DPO_EXO_PAIR", fn, e);
+    if (e != 0 && !flips && o->dpo_loss != NNT_DPO_EXO_PAIR)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_label_smoothing %g is for NNT_DPO_ROBUST, "
+                        "_EXO_PAIR, _AOT and _AOT_UNPAIRED", fn, e);
     return NNT_OK;
 }
 
@@ -99,9 +101,9 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
         return nnt_fail(ctx, NNT_E_INVAL, "%s: no training data (NULL is for steps 0)", fn);
     if (!(o->dpo_beta >= 0) || !isfinite(o->dpo_beta))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_beta %g (> 0: DPO; 0: none)", fn, o->dpo_beta);
-    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_SIGMOID_NORM)
+    if (o->dpo_loss < NNT_DPO_SIGMOID || o->dpo_loss > NNT_DPO_AOT_UNPAIRED)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dpo_loss %d (an nnt_dpo_loss: NNT_DPO_SIGMOID "
-                        "to NNT_DPO_SIGMOID_NORM)", fn, o->dpo_loss);
+                        "to NNT_DPO_AOT_UNPAIRED)", fn, o->dpo_loss);
     NNT_TRY(check_loss_parameters(ctx, fn, o));
     if (!(o->desirable_weight >= 0) || !isfinite(o->desirable_weight) ||
         !(o->undesirable_weight >= 0) || !isfinite(o->undesirable_weight))
