@@ -67,17 +67,22 @@ grep -q "loss_type ipo" "$tmp/ipo.err" "$tmp/ipo.out" ||
     { echo "FAIL: the summary does not name the loss type"; fail=1; }
 # TRL's other loss types against the reference (tests/gen_dpo_loss_types.py: TRL's lines for
 # each, the same 3 steps): robust (label smoothing 0.1), discopop (tau 0.3), sigmoid_norm,
-# apo_down, aot (label smoothing 0.1; the micro-batch's 2 pairs sorted together); measured at most 5.4e-6 from PyTorch's (discopop's step 3; AMD Zen 4, 2026-12-04),
+# apo_down, aot (label smoothing 0.1; a micro-batch's 2 pairs sorted together); measured at most 5.4e-6 from PyTorch's (discopop's step 3; AMD Zen 4, 2026-12-04),
 # about 10x
 for kind in robust discopop sigmoid_norm apo_down aot; do
     want_k=$(python3 "$top_srcdir/tests/st_float64.py" "$fx/loss_types.safetensors" \
         "train.$kind.losses" 2>/dev/null)
     extra=""
-    [ "$kind" = robust ] || [ "$kind" = aot ] && extra="--dpo-label-smoothing 0.1"
-    [ "$kind" = discopop ] && extra="--discopop-tau 0.3"
+    pairs3="--batch 4 --steps 3 --val-split 0.25 --val-every 3"
+    [ "$kind" = robust ] && extra="--dpo-label-smoothing 0.1 $pairs3"
+    # (all 8 pairs, 4 steps: the first step's two orders are the same, the policy being the
+    # reference; the later ones' differ)
+    [ "$kind" = aot ] && extra="--dpo-label-smoothing 0.1 --batch 4 --steps 4 --val-split 0"
+    [ "$kind" = discopop ] && extra="--discopop-tau 0.3 $pairs3"
+    [ -z "$extra" ] && extra="$pairs3"
     # shellcheck disable=SC2086 # the options are words
     "$prog" --load-hf "$fx/llama" --data "$fx/pairs.bin" --dpo-beta 0.3 --dpo-loss $kind $extra \
-        --batch 4 --seq 16 --steps 3 --val-split 0.25 --val-every 3 --optim adamw --lr 0.01 \
+        --seq 16 --optim adamw --lr 0.01 \
         --beta1 0.9 --beta2 0.999 --eps 1e-08 --weight-decay 0.1 --grad-clip 0 --warmup 0 \
         --schedule constant --print-loss --sample 0 --no-save --out "$tmp/$kind" \
         > "$tmp/$kind.out" 2> "$tmp/$kind.err" || {

@@ -101,20 +101,21 @@ expect gc_greedy "$want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-ne
 echo '{"top_k": 1}' > "$tmp/gqa_gc/generation_config.json"
 expect gc_off "$sampled" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 48 \
     --seed 4 --top-k 0 --generation-config none --print-ids --cpus 2
-echo '{"temperature": 0.0, "repetition_penalty": 1.3, "min_p": 0.5}' \
-    > "$tmp/gqa_gc/generation_config.json"
-expect gc_repetition_penalty "$rep_want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" \
-    --max-new-tokens 20 --print-ids --cpus 2
-grep -q "sampling with temperature 0, min_p 0.5, repetition_penalty 1.3 from" \
-    "$tmp/gc_repetition_penalty.err" ||
-    { fail "gc_repetition_penalty: no line naming them"; cat "$tmp/gc_repetition_penalty.err"; }
-echo '{"temperature": 0.0, "no_repeat_ngram_size": 2, "eta_cutoff": 0.001}' \
-    > "$tmp/gqa_gc/generation_config.json"
-expect gc_no_repeat_ngram "$ngram_want" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" \
-    --max-new-tokens 20 --print-ids --cpus 2
-grep -q "sampling with temperature 0, eta_cutoff 0.001, no_repeat_ngram_size 2 from" \
-    "$tmp/gc_no_repeat_ngram.err" ||
-    { fail "gc_no_repeat_ngram: no line naming them"; cat "$tmp/gc_no_repeat_ngram.err"; }
+# gc_taken NAME WANT CONFIG SAID: greedy from the model with generation_config.json CONFIG
+# gives WANT (20 ids), and standard error says "sampling with SAID from"
+gc_taken() {
+    echo "$3" > "$tmp/gqa_gc/generation_config.json"
+    expect "$1" "$2" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 20 \
+        --print-ids --cpus 2
+    grep -q "sampling with $4 from" "$tmp/$1.err" ||
+        { fail "$1: no line naming them"; cat "$tmp/$1.err"; }
+}
+gc_taken gc_repetition_penalty "$rep_want" \
+    '{"temperature": 0.0, "repetition_penalty": 1.3, "min_p": 0.5}' \
+    "temperature 0, min_p 0.5, repetition_penalty 1.3"
+gc_taken gc_no_repeat_ngram "$ngram_want" \
+    '{"temperature": 0.0, "no_repeat_ngram_size": 2, "eta_cutoff": 0.001}' \
+    "temperature 0, eta_cutoff 0.001, no_repeat_ngram_size 2"
 echo '{"top_p": 1.5}' > "$tmp/gqa_gc/generation_config.json"
 "$prog" --load-hf "$tmp/gqa_gc" --prompt-ids "$prompt" --max-new-tokens 4 --cpus 2 \
     > /dev/null 2> "$tmp/gc_bad.err"
@@ -219,33 +220,30 @@ grep -q "$halved" "$tmp/p16m.err" && grep -q "$summary" "$tmp/p16m.err" ||
     { fail "--prompts under 1 MiB: not halved"; cat "$tmp/p16m.err"; }
 cmp -s "$tmp/p16.out" "$tmp/p16m.out" && [ "$(wc -l < "$tmp/p16m.out")" -eq 16 ] ||
     { fail "--prompts under 1 MiB: not --batch 4's lines"; cat "$tmp/p16m.out"; }
-# so are --num-samples' samples of one prompt: 32 of 100 new tokens do not fit in 1 MiB, 16 do
-sargs="--load-hf $tmp/chat --max-new-tokens 100 --cpus 2 --print-ids --prompt-ids 5,6,7,8,9"
+# samples_halved NAME WHAT ARGS: nnt-generate ARGS (32 samples of 100 new tokens) without a
+# budget and under 1 MiB, where 32 do not fit side by side and 16 do: halved, said, the same
+# output
+samples_halved() {
+    name=$1 what=$2; shift 2
+    "$prog" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" ||
+        { fail "$what: exit status $?"; cat "$tmp/$name.err"; }
+    STARPU_LIMIT_CPU_MEM=1 "$prog" "$@" > "$tmp/${name}m.out" 2> "$tmp/${name}m.err" ||
+        { fail "$what under 1 MiB: exit status $?"; cat "$tmp/${name}m.err"; }
+    grep -q '^nnt-generate: 32 samples side by side do not fit in memory: 16 at a time from here on$' \
+        "$tmp/${name}m.err" || { fail "$what under 1 MiB: not halved"; cat "$tmp/${name}m.err"; }
+    cmp -s "$tmp/$name.out" "$tmp/${name}m.out" ||
+        { fail "$what under 1 MiB: not the samples side by side"; cat "$tmp/${name}m.out"; }
+}
+# so are --num-samples' samples of one prompt
+sargs="--load-hf $tmp/chat --max-new-tokens 100 --cpus 2 --print-ids"
 sargs="$sargs --temperature 0.8 --seed 11 --num-samples 32"
 # shellcheck disable=SC2086 # the options are words
-"$prog" $sargs > "$tmp/n32.out" 2> "$tmp/n32.err" ||
-    { fail "--num-samples 32: exit status $?"; cat "$tmp/n32.err"; }
-# shellcheck disable=SC2086 # the options are words
-STARPU_LIMIT_CPU_MEM=1 "$prog" $sargs > "$tmp/n32m.out" 2> "$tmp/n32m.err" ||
-    { fail "--num-samples 32 under 1 MiB: exit status $?"; cat "$tmp/n32m.err"; }
-grep -q '^nnt-generate: 32 samples side by side do not fit in memory: 16 at a time from here on$' \
-    "$tmp/n32m.err" || { fail "--num-samples 32 under 1 MiB: not halved"; cat "$tmp/n32m.err"; }
-cmp -s "$tmp/n32.out" "$tmp/n32m.out" && [ "$(sort -u "$tmp/n32m.out" | wc -l)" -gt 16 ] ||
-    { fail "--num-samples 32 under 1 MiB: not the samples side by side"; cat "$tmp/n32m.out"; }
-# and the samples of one --prompts record that do not fit side by side (the same 32 of 100)
+samples_halved n32 "--num-samples 32" $sargs --prompt-ids 5,6,7,8,9
+[ "$(sort -u "$tmp/n32m.out" | wc -l)" -gt 16 ] || fail "--num-samples 32: samples alike"
+# and the samples of one --prompts record
 printf '{"prompt": "Once upon a time"}\n' > "$tmp/one.jsonl"
-rargs="--load-hf $tmp/chat --max-new-tokens 100 --cpus 2 --print-ids --prompts $tmp/one.jsonl"
-rargs="$rargs --temperature 0.8 --seed 11 --num-samples 32"
 # shellcheck disable=SC2086 # the options are words
-"$prog" $rargs > "$tmp/r32.out" 2> "$tmp/r32.err" ||
-    { fail "--prompts one record, 32 samples: exit status $?"; cat "$tmp/r32.err"; }
-# shellcheck disable=SC2086 # the options are words
-STARPU_LIMIT_CPU_MEM=1 "$prog" $rargs > "$tmp/r32m.out" 2> "$tmp/r32m.err" ||
-    { fail "--prompts one record, 32 samples under 1 MiB: exit status $?"; cat "$tmp/r32m.err"; }
-grep -q '^nnt-generate: 32 samples side by side do not fit in memory: 16 at a time from here on$' \
-    "$tmp/r32m.err" || { fail "--prompts one record under 1 MiB: not halved"; cat "$tmp/r32m.err"; }
-cmp -s "$tmp/r32.out" "$tmp/r32m.out" ||
-    { fail "--prompts one record under 1 MiB: not the samples side by side"; cat "$tmp/r32m.out"; }
+samples_halved r32 "--prompts one record, 32 samples" $sargs --prompts "$tmp/one.jsonl"
 # shellcheck disable=SC2086 # the options are words
 p1=$("$prog" $pargs --prompts "$tmp/p1.jsonl" --temperature 0 2> "$tmp/p1.err" | ids_of)
 w2=$("$prog" $pargs --chat --system "Be brief." --prompt "Name a fruit." --temperature 0 2> /dev/null)

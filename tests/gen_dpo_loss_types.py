@@ -26,11 +26,12 @@ Tensors:
              route the derivatives), for the losses of the pairs together (aot, aot_unpaired)
   NAME.b<B>.loss (S): TRL's per_sequence_loss (a sorted position each), NAME.b<B>.dc and
              .dr (S): the derivatives of their sum by each pair's policy log-likelihoods
-  train.NAME.losses (3) float64, NAME in TRAINED: 3 steps of the tiny Llama of this directory
+  train.NAME.losses (3 or 4) float64, NAME in TRAINED: the steps of the tiny Llama of this
+             directory
              (llama/, pairs.safetensors, the reference's ref_logps of reference.safetensors)
              trained with that loss at beta 0.3 as tests/gen_dpo_fixtures.py trains its IPO
-             run (2 pairs a step, AdamW lr 1e-2, betas (0.9, 0.999), eps 1e-8, decay 0.1 on the
-             matrices and embeddings): each step's loss before its update
+             run (2 pairs a step over TRAINED's pairs, AdamW lr 1e-2, betas (0.9, 0.999), eps 1e-8, decay
+             0.1 on the matrices and embeddings): each step's loss before its update
 """
 import argparse
 import inspect
@@ -49,7 +50,10 @@ KINDS = [(8, "robust", 0.1, 0.05), (9, "exo_pair", 1e-3, 0.05), (10, "nca_pair",
          (16, "sigmoid_norm", 0.0, 0.05)]
 SORTED = [(17, "aot", 0.1), (18, "aot_unpaired", 0.0)]   # (nnt_dpo_loss, name, smoothing)
 BETAS = (0.3, 2.0)
-TRAINED = ("robust", "discopop", "sigmoid_norm", "apo_down", "aot")   # (KINDS', SORTED's)
+# (KINDS', SORTED's parameters); 2 pairs a step (B 4) over the 6 training pairs, aot over all
+# 8 (its first step's two orders are the same: the policy is the reference; 4 steps let later
+# steps' gradients, whose orders differ, reach the losses)
+TRAINED = {"robust": 6, "discopop": 6, "sigmoid_norm": 6, "apo_down": 6, "aot": 8}
 
 
 def branch(src, name):
@@ -81,6 +85,15 @@ class Float64Torch:
         return torch.tensor(data, **kw)
 
 
+def run_branch(code, beta, ls, tau, **variables):
+    """per_sequence_loss of a loss_type's branch (code) run with these attributes and
+    variables"""
+    me = SimpleNamespace(beta=beta, label_smoothing=ls, args=SimpleNamespace(discopop_tau=tau))
+    env = {"self": me, "torch": Float64Torch(), "F": F, "device": "cpu", **variables}
+    exec(code, env)
+    return env["per_sequence_loss"]
+
+
 def points():
     lc = [-12.5, -3.25, -0.75, 0.0, 0.6, 2.0, 7.5]
     lr = [-9.0, -4.5, -0.5, 0.25, 1.25, 6.0]
@@ -102,14 +115,9 @@ def sorted_losses(src, out):
             pc = batch[:, 0].clone().requires_grad_(True)
             pr = batch[:, 1].clone().requires_grad_(True)
             rc, rr = batch[:, 2], batch[:, 3]
-            me = SimpleNamespace(beta=beta, label_smoothing=ls,
-                                 args=SimpleNamespace(discopop_tau=0.05))
-            env = {"self": me, "torch": Float64Torch(), "F": F, "device": "cpu",
-                   "chosen_logps": pc, "rejected_logps": pr, "ref_chosen_logps": rc,
-                   "ref_rejected_logps": rr, "chosen_logratios": pc - rc,
-                   "rejected_logratios": pr - rr}
-            exec(code, env)
-            loss = env["per_sequence_loss"]
+            loss = run_branch(code, beta, ls, 0.05, chosen_logps=pc, rejected_logps=pr,
+                              ref_chosen_logps=rc, ref_rejected_logps=rr,
+                              chosen_logratios=pc - rc, rejected_logratios=pr - rr)
             dc, dr = torch.autograd.grad(loss.sum(), (pc, pr))
             key = "%s.b%d" % (name, b)
             out[key + ".loss"] = loss.detach().contiguous()
@@ -117,12 +125,12 @@ def sorted_losses(src, out):
 
 
 def train_runs(src, d, out):
-    """TRAINED's 3-step runs (the docstring above) into out"""
+    """TRAINED's runs (the docstring above) into out"""
     import sys
     from safetensors.torch import load_file
     from transformers import LlamaForCausalLM
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from gen_dpo_fixtures import BETA, PER_STEP, TRAIN_PAIRS, adamw, row_logps
+    from gen_dpo_fixtures import BETA, PER_STEP, adamw, row_logps
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     pairs = load_file(os.path.join(d, "pairs.safetensors"))
@@ -137,20 +145,15 @@ def train_runs(src, d, out):
         m.config.use_cache = False
         o = adamw(m)
         losses = []
-        for step in range(TRAIN_PAIRS // PER_STEP):
+        for step in range(TRAINED[name] // PER_STEP):
             b = slice(2 * PER_STEP * step, 2 * PER_STEP * (step + 1))
             logps, r, c = row_logps(m, rows[b], counts[b]), ref[b], counts[b].double()
-            me = SimpleNamespace(beta=BETA, label_smoothing=ls,
-                                 args=SimpleNamespace(discopop_tau=tau))
             lc, lr = logps[0::2] - r[0::2], logps[1::2] - r[1::2]
-            env = {"self": me, "torch": Float64Torch(), "F": F, "device": "cpu",
-                   "chosen_logratios": lc, "rejected_logratios": lr, "chosen_scores": lc,
-                   "rejected_scores": lr, "delta_score": lc - lr,
-                   "completion_mask": torch.cat([c[0::2], c[1::2]]),
-                   "chosen_logps": logps[0::2], "rejected_logps": logps[1::2],
-                   "ref_chosen_logps": r[0::2], "ref_rejected_logps": r[1::2]}
-            exec(code, env)
-            loss = env["per_sequence_loss"].mean()
+            loss = run_branch(code, BETA, ls, tau, chosen_logratios=lc, rejected_logratios=lr,
+                              chosen_scores=lc, rejected_scores=lr, delta_score=lc - lr,
+                              completion_mask=torch.cat([c[0::2], c[1::2]]),
+                              chosen_logps=logps[0::2], rejected_logps=logps[1::2],
+                              ref_chosen_logps=r[0::2], ref_rejected_logps=r[1::2]).mean()
             o.zero_grad()
             loss.backward()
             o.step()
@@ -180,13 +183,9 @@ def main():
             for k in range(n):
                 mask[k, :int(pts[k, 2])] = 1
                 mask[n + k, :int(pts[k, 3])] = 1
-            me = SimpleNamespace(beta=beta, label_smoothing=ls,
-                                 args=SimpleNamespace(discopop_tau=tau))
-            env = {"self": me, "torch": Float64Torch(), "F": F, "device": "cpu",
-                   "chosen_logratios": lc, "rejected_logratios": lr, "chosen_scores": lc,
-                   "rejected_scores": lr, "delta_score": lc - lr, "completion_mask": mask}
-            exec(code, env)
-            loss = env["per_sequence_loss"]
+            loss = run_branch(code, beta, ls, tau, chosen_logratios=lc, rejected_logratios=lr,
+                              chosen_scores=lc, rejected_scores=lr, delta_score=lc - lr,
+                              completion_mask=mask)
             dc, dr = torch.autograd.grad(loss.sum(), (lc, lr))
             key = "%s.b%d" % (name, b)
             out[key + ".loss"] = loss.detach().contiguous()

@@ -564,7 +564,9 @@ dpo_exo_logs_swapped|lib/train/dpo.c|s@        double a = log1p(-e), b = log(e);
 dpo_discopop_no_dm|lib/train/dpo.c|s@        \*g = -sm \* (1.0 - m) - ex \* m + dm \* (ex - lg);@        *g = -sm * (1.0 - m) - ex * m;@|DiscoPOP: the derivative without that of the mixing weight
 dpo_nca_rejected_whole|lib/train/dpo.c|s@        return nnt_softplus(-c) + 0.5 \* nnt_softplus(c) + 0.5 \* nnt_softplus(r);@        return nnt_softplus(-c) + 0.5 * nnt_softplus(c) + nnt_softplus(r);@|NCA: the rejected term not halved
 dpo_sigmoid_norm_summed|lib/train/dpo.c|s@        double loss = z_term(o, beta \* (lc / ac - lr / ar), \&g);@        double loss = z_term(o, beta * (lc - lr), \&g);@|sigmoid_norm: the log ratios summed, not averaged
-dpo_robust_smoothing_unchecked|lib/train/trainer.c|s@    if (o->dpo_loss == NNT_DPO_ROBUST \&\& !(e >= 0 \&\& e < 0.5))@    if (0)@|robust DPO: a flip probability of 0.5 or more taken
+dpo_robust_smoothing_unchecked|lib/train/trainer.c|s@    if (flips \&\& !(e >= 0 \&\& e < 0.5))@    if (0)@|robust DPO and AOT: a flip probability of 0.5 or more taken
+dpo_aot_routed_by_x|lib/train/dpo.c|s@            dr\[ry\[i\].j\] = -g;@            dr[rx[i].j] = -g;@|aot_unpaired: the rejected derivatives given by the chosen order
+dpo_aot_rejected_as_chosen|lib/train/dpo.c|s@            dr\[rx\[i\].j\] = -g;@            dr[ry[i].j] = -g;@|aot: the rejected derivatives given by the reference order
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -237,17 +237,9 @@ START_TEST(test_free_losses)
 }
 END_TEST
 
-/* (internal: lib/train/trainer_impl.h; the test links the library's objects) */
-double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int64_t nc,
-                         int64_t nr, double *dc, double *dr);
-const char *nnt_dpo_loss_name(int loss);
-typedef struct nnt_dpo_ranked {
-    double v;
-    int64_t j;
-} nnt_dpo_ranked;
-void nnt_dpo_sorted_terms(const nnt_trainer_options *o, const double *x, const double *y,
-                          int64_t n, nnt_dpo_ranked *ranks, double *term, double *gx,
-                          double *gy);
+/* (internal: nnt_dpo_pair_loss, nnt_dpo_loss_name, nnt_dpo_sorted_terms; the test links the
+ * library's objects) */
+#include "train/trainer_impl.h"
 
 /* Every pair term's derivatives against central differences of the term itself (h 1e-6,
  * in double), for each loss at beta 0.3 and 2, over log ratios of either sign and counts of
@@ -310,9 +302,9 @@ END_TEST
  * (tests/gen_dpo_loss_types.py: loss_types.safetensors): the losses within 1e-13 relative,
  * the derivatives 1e-4 (TRL's autograd loses digits where sigmoid saturates). */
 /* aot and aot_unpaired on a micro-batch of 7 pairs (label smoothing 0.1 and 0, beta 0.3 and
- * 2), the values x and y sorted as the trainer makes them (lib/train/dpo.c pair_terms): the
- * terms' sum and each pair's derivatives by its two policy log-likelihoods as TRL's (its
- * per_sequence_loss a sorted position each, autograd through its torch.sort). Measured:
+ * 2), as the trainer takes them (nnt_dpo_sorted_terms): the terms' sum and each pair's
+ * derivatives by its two policy log-likelihoods as TRL's (its per_sequence_loss a sorted
+ * position each, autograd through its torch.sort). Measured:
  * 3.6e-16 relative; tolerance 1e-13. */
 static void sorted_losses_trl(nnt_st_reader *r)
 {
@@ -320,7 +312,7 @@ static void sorted_losses_trl(nnt_st_reader *r)
     double *batch = fixture_read_n(r, "batch", NNT_IO_F64, &n);
     n /= 4;
     static const char *const NAMES[2] = {"aot", "aot_unpaired"};
-    double x[16], y[16], term[16], gx[16], gy[16], worst = 0.0;
+    double term[16], dc[16], dr[16], p[32], ref[32], worst = 0.0;
     nnt_dpo_ranked ranks[32];
     ck_assert_int_le(n, 16);
     for (int k = 0; k < 2; k++)
@@ -328,12 +320,11 @@ static void sorted_losses_trl(nnt_st_reader *r)
             nnt_trainer_options o = NNT_TRAINER_OPTIONS_INIT;
             o.dpo_loss = k ? NNT_DPO_AOT_UNPAIRED : NNT_DPO_AOT, o.dpo_beta = b ? 2.0 : 0.3;
             o.dpo_label_smoothing = k ? 0.0 : 0.1;
-            for (int64_t j = 0; j < n; j++) {
-                const double *p = batch + 4 * j;   /* pi_c, pi_r, ref_c, ref_r */
-                x[j] = k ? p[0] - p[2] : p[0] - p[1];
-                y[j] = k ? p[1] - p[3] : p[2] - p[3];
+            for (int64_t j = 0; j < n; j++) {   /* (pi_c, pi_r, ref_c, ref_r) */
+                p[2 * j] = batch[4 * j], p[2 * j + 1] = batch[4 * j + 1];
+                ref[2 * j] = batch[4 * j + 2], ref[2 * j + 1] = batch[4 * j + 3];
             }
-            nnt_dpo_sorted_terms(&o, x, y, n, ranks, term, gx, gy);
+            nnt_dpo_sorted_terms(&o, p, ref, n, ranks, term, dc, dr);
             char name[64];
             double *want[3], sum = 0.0, want_sum = 0.0;
             static const char *const WHAT[3] = {"loss", "dc", "dr"};
@@ -343,7 +334,7 @@ static void sorted_losses_trl(nnt_st_reader *r)
             }
             for (int64_t j = 0; j < n; j++) {
                 sum += term[j], want_sum += want[0][j];
-                const double got[2] = {gx[j], k ? gy[j] : -gx[j]};   /* by pi_c, pi_r */
+                const double got[2] = {dc[j], dr[j]};   /* by pi_c, pi_r */
                 for (int w = 0; w < 2; w++) {
                     double e = fabs(got[w] - want[w + 1][j]) / fabs(want[w + 1][j]);
                     worst = fmax(worst, e);

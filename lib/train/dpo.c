@@ -90,7 +90,8 @@ struct nnt_dpo {
     double *nll;                   /* (B) a row's sum of its nll term's target losses         */
     int64_t *nll_n;                /* (B) and its targets                                     */
     const double **pair_ref;       /* (B / 2) its pairs' reference rows                     */
-    double *sorted;                /* (5 B / 2) aot: x, y, term, gx, gy of the pairs         */
+    double *sorted;                /* (5 B / 2) aot: the references (B), the pairs' terms and
+                                      derivatives (3 B / 2)                                  */
     nnt_dpo_ranked *ranks;         /* (B) aot's scratch                                      */
     int reward;                    /* a reward model's pairs (no reference)                   */
     int64_t pad;                   /* its pad id (nnt_model_pool_targets; -1: none)          */
@@ -620,13 +621,17 @@ static int by_value(const void *pa, const void *pb)
 }
 
 /* (trainer_impl.h) */
-void nnt_dpo_sorted_terms(const nnt_trainer_options *o, const double *x, const double *y,
-                          int64_t n, nnt_dpo_ranked *ranks, double *term, double *gx,
-                          double *gy)
+void nnt_dpo_sorted_terms(const nnt_trainer_options *o, const double *p, const double *r,
+                          int64_t n, nnt_dpo_ranked *ranks, double *term, double *dc,
+                          double *dr)
 {
+    const int paired = o->dpo_loss == NNT_DPO_AOT;
     nnt_dpo_ranked *rx = ranks, *ry = ranks + n;
-    for (int64_t j = 0; j < n; j++)
-        rx[j] = (nnt_dpo_ranked){x[j], j}, ry[j] = (nnt_dpo_ranked){y[j], j};
+    for (int64_t j = 0; j < n; j++) {
+        const double rc = r ? r[2 * j] : 0.0, rr = r ? r[2 * j + 1] : 0.0;
+        rx[j] = (nnt_dpo_ranked){paired ? p[2 * j] - p[2 * j + 1] : p[2 * j] - rc, j};
+        ry[j] = (nnt_dpo_ranked){paired ? rc - rr : p[2 * j + 1] - rr, j};
+    }
     qsort(rx, (size_t)n, sizeof *rx, by_value);
     qsort(ry, (size_t)n, sizeof *ry, by_value);
     const double beta = o->dpo_beta, e = o->dpo_label_smoothing;
@@ -634,7 +639,11 @@ void nnt_dpo_sorted_terms(const nnt_trainer_options *o, const double *x, const d
         double z = beta * (rx[i].v - ry[i].v);
         double g = beta * (-(1.0 - e) * sigmoid(-z) + e * sigmoid(z));
         term[rx[i].j] = (1.0 - e) * nnt_softplus(-z) + e * nnt_softplus(z);
-        gx[rx[i].j] = g, gy[ry[i].j] = -g;
+        dc[rx[i].j] = g;   /* (aot: y is the reference's; aot_unpaired: y holds p_r) */
+        if (paired)
+            dr[rx[i].j] = -g;
+        else
+            dr[ry[i].j] = -g;
     }
 }
 
@@ -721,16 +730,11 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
         s->loss += nll_term(d, &per_target) * (double)d->per_batch;
     const int sorted = tr->o.dpo_loss == NNT_DPO_AOT || tr->o.dpo_loss == NNT_DPO_AOT_UNPAIRED;
     const int64_t n = d->per_batch;
-    double *x = d->sorted, *y = x + n, *term = y + n, *gx = term + n, *gy = gx + n;
-    for (int64_t j = 0; sorted && j < n; j++) {   /* (aot: the pairs together) */
-        const double rc = ref ? ref[j][0] : 0.0, rr = ref ? ref[j][1] : 0.0;
-        if (tr->o.dpo_loss == NNT_DPO_AOT)
-            x[j] = logp[2 * j] - logp[2 * j + 1], y[j] = rc - rr;
-        else
-            x[j] = logp[2 * j] - rc, y[j] = logp[2 * j + 1] - rr;
-    }
+    double *r = d->sorted, *term = r + 2 * n, *dc = term + n, *dr = dc + n;
+    for (int64_t j = 0; sorted && ref && j < n; j++)   /* (aot: the pairs together) */
+        r[2 * j] = ref[j][0], r[2 * j + 1] = ref[j][1];
     if (sorted)
-        nnt_dpo_sorted_terms(&tr->o, x, y, n, d->ranks, term, gx, gy);
+        nnt_dpo_sorted_terms(&tr->o, logp, ref ? r : NULL, n, d->ranks, term, dc, dr);
     for (int64_t j = 0; j < d->per_batch; j++) {
         double lc = logp[2 * j] - (ref ? ref[j][0] : 0.0);
         double lr = logp[2 * j + 1] - (ref ? ref[j][1] : 0.0);
@@ -738,9 +742,8 @@ static void pair_terms(nnt_trainer *tr, const double *logp, const double *const 
         if (d->averaged)   /* (SimPO's and ORPO's: of the means) */
             chosen /= (double)d->counted[2 * j], rejected /= (double)d->counted[2 * j + 1];
         double dpi[2];
-        if (sorted)   /* (aot: x holds pi_c - pi_r, of which the reference is no part) */
-            s->loss += term[j], dpi[0] = gx[j],
-                dpi[1] = tr->o.dpo_loss == NNT_DPO_AOT ? -gx[j] : gy[j];
+        if (sorted)
+            s->loss += term[j], dpi[0] = dc[j], dpi[1] = dr[j];
         else
             s->loss += nnt_dpo_pair_loss(&tr->o, lc, lr, d->counted[2 * j],
                                          d->counted[2 * j + 1], &dpi[0], &dpi[1]);

@@ -190,17 +190,18 @@ int nnt_trainer_has_accuracy(const nnt_trainer *tr);
  * lc, lr (summed over their counted targets, nc and nr of them, >= 1 for SimPO and ORPO; the
  * reference-free losses: the log-likelihoods); *dc, *dr its derivatives by lc and lr. */
 /* TRL's aot and aot_unpaired (o->dpo_loss, dpo_beta, dpo_label_smoothing) on n pairs together:
- * x[j] and y[j] pair j's two values (aot: the policy's and the reference's chosen minus
- * rejected log-likelihoods; aot_unpaired: lc and lr), each sorted (by value, then pair);
- * term[j] the term of pair j's position in x's order, gx[j] and gy[j] the derivatives of the
- * n terms' sum by x[j] and by y[j]; ranks: 2 n entries of scratch. */
+ * p[2j], p[2j + 1] pair j's chosen and rejected log-likelihoods under the policy, r[2j],
+ * r[2j + 1] under the reference (NULL: 0); two values of each pair, x and y, sorted apart (by
+ * value, then pair: aot x = p_c - p_r, y = r_c - r_r; aot_unpaired x = p_c - r_c, y = p_r -
+ * r_r); term[j] the term of pair j's position in x's order, dc[j] and dr[j] the derivatives of
+ * the n terms' sum by p[2j] and p[2j + 1]; ranks: 2 n entries of scratch. */
 typedef struct nnt_dpo_ranked {
     double v;
     int64_t j;
 } nnt_dpo_ranked;
-void nnt_dpo_sorted_terms(const nnt_trainer_options *o, const double *x, const double *y,
-                          int64_t n, nnt_dpo_ranked *ranks, double *term, double *gx,
-                          double *gy);
+void nnt_dpo_sorted_terms(const nnt_trainer_options *o, const double *p, const double *r,
+                          int64_t n, nnt_dpo_ranked *ranks, double *term, double *dc,
+                          double *dr);
 double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int64_t nc,
                          int64_t nr, double *dc, double *dr);
 /* The loss and its parameters in words ("SimPO, beta 2 (TRL's CPOTrainer, ...)"), snprintf's
