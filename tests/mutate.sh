@@ -555,7 +555,7 @@ eta_no_min|lib/models/sample.c|s@        k = probability_cut(sm, k, max, sum, cu
 ngram_last_window|lib/models/sample.c|s@    for (int64_t i = 0; i + n <= len; i++) {   /\* the n-gram at i \*/@    for (int64_t i = 0; i + n < len; i++) {@|no_repeat_ngram_size: the latest n-gram not seen
 ngram_all_banned_unchecked|lib/models/sample.c|s@    if (l\[best\] == -INFINITY)@    if (0)@|no_repeat_ngram_size: a vocabulary all banned chooses token 0
 eta_not_passed|lib/models/generate.c|s@    g.sm.eta_cutoff = s->eta_cutoff;@    g.sm.eta_cutoff = 0.0;@|eta_cutoff never reaches the sampler
-hf_typical_range|lib/models/config_json.c|s@    case 5: return v > 0 \&\& v <= 1;           /\* typical_p \*/@    case 5: return 1;@|generation_config.json: a typical_p out of range taken
+hf_typical_range|lib/models/config_json.c|s@     NNT_HF_SAMPLING_TYPICAL_P, 0, 0, 1, 1, 0},@     NNT_HF_SAMPLING_TYPICAL_P, 0, 0, 1, 0, 0},@|generation_config.json: a typical_p of 0 taken
 generate_ngram_as_double|examples/nnt_generate.c|s@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 1},@     offsetof(nnt_sampling, no_repeat_ngram_size), offsetof(opts, no_repeat_ngram), 0},@|nnt-generate: no_repeat_ngram_size of generation_config.json copied as a double
 gen_record_samples_not_split|examples/nnt_generate.c|s@        if (rc == NNT_E_NOMEM \&\& n == 1 \&\& nseq > 1) {@        if (0) {@|nnt-generate --prompts: the samples of one record that do not fit side by side end the run
 early_stop_count_not_resumed|lib/train/record.c|s@    if (n <= 0)@    if (1)@|nnt_trainer_resume: the validations before the checkpoint (early_stop count, lowest, last) forgotten without a log_dir

@@ -1386,47 +1386,43 @@ static void unapplied_sampling(const nnt_cfg_in *o, const char *path)
     }
 }
 
-/* A setting of generation_config.json that nnt_sampling holds as a double (nnt_cfg_double)
- * or an integer */
+/* A setting of generation_config.json that nnt_sampling holds as a double (nnt_cfg_double,
+ * finite) or an integer (nnt_cfg_int, in [0, 2^53]), and its range: lo to hi, each end open
+ * or not */
 typedef struct hf_setting {
     const char *key, *range;
     size_t offset;   /* in nnt_sampling */
     unsigned bit;    /* NNT_HF_SAMPLING_* */
     int integer;     /* int64_t, else double */
+    double lo, hi;
+    int lo_open, hi_open;
 } hf_setting;
-
-/* Whether v is in the range of setting i of hf_settings (below) */
-static int hf_setting_ok(int i, double v)
-{
-    switch (i) {
-    case 0: return v >= 0;                    /* temperature */
-    case 1: return v <= INT32_MAX;            /* top_k */
-    case 2: return v > 0 && v <= 1;           /* top_p */
-    case 3: return v > 0 && isfinite(v);      /* repetition_penalty */
-    case 4: return v >= 0 && v <= 1;          /* min_p */
-    case 5: return v > 0 && v <= 1;           /* typical_p */
-    case 6: case 7: return v >= 0 && v < 1;   /* epsilon_cutoff, eta_cutoff */
-    default: return 1;                        /* no_repeat_ngram_size (>= 0: nnt_cfg_int) */
-    }
-}
 
 static const hf_setting hf_settings[] = {
     {"temperature", "0 or more", offsetof(nnt_sampling, temperature),
-     NNT_HF_SAMPLING_TEMPERATURE, 0},
-    {"top_k", "below 2^31", offsetof(nnt_sampling, top_k), NNT_HF_SAMPLING_TOP_K, 1},
-    {"top_p", "above 0, up to 1", offsetof(nnt_sampling, top_p), NNT_HF_SAMPLING_TOP_P, 0},
+     NNT_HF_SAMPLING_TEMPERATURE, 0, 0, INFINITY, 0, 1},
+    {"top_k", "below 2^31", offsetof(nnt_sampling, top_k), NNT_HF_SAMPLING_TOP_K, 1, 0,
+     INT32_MAX, 0, 0},
+    {"top_p", "above 0, up to 1", offsetof(nnt_sampling, top_p), NNT_HF_SAMPLING_TOP_P, 0, 0, 1,
+     1, 0},
     {"repetition_penalty", "above 0", offsetof(nnt_sampling, repetition_penalty),
-     NNT_HF_SAMPLING_REPETITION_PENALTY, 0},
-    {"min_p", "0 to 1", offsetof(nnt_sampling, min_p), NNT_HF_SAMPLING_MIN_P, 0},
+     NNT_HF_SAMPLING_REPETITION_PENALTY, 0, 0, INFINITY, 1, 1},
+    {"min_p", "0 to 1", offsetof(nnt_sampling, min_p), NNT_HF_SAMPLING_MIN_P, 0, 0, 1, 0, 0},
     {"typical_p", "above 0, up to 1", offsetof(nnt_sampling, typical_p),
-     NNT_HF_SAMPLING_TYPICAL_P, 0},
+     NNT_HF_SAMPLING_TYPICAL_P, 0, 0, 1, 1, 0},
     {"epsilon_cutoff", "0 to below 1", offsetof(nnt_sampling, epsilon_cutoff),
-     NNT_HF_SAMPLING_EPSILON_CUTOFF, 0},
+     NNT_HF_SAMPLING_EPSILON_CUTOFF, 0, 0, 1, 0, 1},
     {"eta_cutoff", "0 to below 1", offsetof(nnt_sampling, eta_cutoff),
-     NNT_HF_SAMPLING_ETA_CUTOFF, 0},
-    {"no_repeat_ngram_size", NULL, offsetof(nnt_sampling, no_repeat_ngram_size),
-     NNT_HF_SAMPLING_NO_REPEAT_NGRAM_SIZE, 1},
+     NNT_HF_SAMPLING_ETA_CUTOFF, 0, 0, 1, 0, 1},
+    {"no_repeat_ngram_size", "0 or more", offsetof(nnt_sampling, no_repeat_ngram_size),
+     NNT_HF_SAMPLING_NO_REPEAT_NGRAM_SIZE, 1, 0, INFINITY, 0, 1},
 };
+
+/* Whether v is in h's range */
+static int hf_setting_ok(const hf_setting *h, double v)
+{
+    return (h->lo_open ? v > h->lo : v >= h->lo) && (h->hi_open ? v < h->hi : v <= h->hi);
+}
 
 NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *found)
 {
@@ -1452,7 +1448,7 @@ NNT_API int nnt_model_hf_sampling(const char *dir, nnt_sampling *s, unsigned *fo
             vals[i] = (double)v;
         } else
             rc = nnt_cfg_double(o, h->key, 0, 0.0, &vals[i]);
-        if (rc == 0 && nnt_cfg_has(o, h->key) && !hf_setting_ok(i, vals[i]))
+        if (rc == 0 && nnt_cfg_has(o, h->key) && !hf_setting_ok(h, vals[i]))
             rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: %s: %s %g is out of range (%s)", fn, path,
                           h->key, vals[i], h->range);
     }
