@@ -433,10 +433,15 @@ def pick_training(r, c):
     c["shuffle"], c["val_split"], c["seed"] = False, 0.0, 1
 
 
-def pick_tiles(r, c):
-    dims = {"batch": c["B"], "seq": c["T"], "channels": c["channels"],
+def tile_dims(c):
+    """The widths the tiles cut, by TILE_KEYS' names"""
+    return {"batch": c["B"], "seq": c["T"], "channels": c["channels"],
             "hidden": c.get("hidden", 4 * c["channels"]), "vocab": c["vocab"],
             "heads": c["heads"]}
+
+
+def pick_tiles(r, c):
+    dims = tile_dims(c)
     tiles, tiny = {}, 0
     for key in TILE_KEYS:
         d = dims[key]
@@ -454,10 +459,6 @@ def pick_tiles(r, c):
             if tiny > 1:
                 v = r.choice([3, 5, 7, 13, 16, 24, 64])
         tiles[key] = v
-    # and the products' tasks of the run in bounds: seed 3840 case 535 (channels in tiles of
-    # 1, hidden 3, seq 2, B 4 x T 61, 3 steps of 3 micro-batches: 267 million by gemm_tasks)
-    # would take hours. The bound changes no case of seeds 1234, 3838 and 3839 (their largest,
-    # 40 million, ran in the time)
     c["tiles"] = tiles
     bound_tasks(r, c)
 
@@ -468,11 +469,11 @@ def bound_tasks(r, c):
     1907, Falcon with hidden 384 in tiles of 1 and channels in tiles of 3: 31 million at the
     first check, 62 million over its final 5 steps of 2 micro-batches on 1 CPU worker, which
     ran 9.1 million tasks a step at about 17 us each and passed the 300 s timeout). A case
-    within the bound draws nothing here."""
-    dims = {"batch": c["B"], "seq": c["T"], "channels": c["channels"],
-            "hidden": c.get("hidden", 4 * c["channels"]), "vocab": c["vocab"],
-            "heads": c["heads"]}
-    tiles = c["tiles"]
+    within the bound draws nothing here. Without the bound, seed 3840 case 535 (channels in
+    tiles of 1, hidden 3, seq 2, B 4 x T 61, 3 steps of 3 micro-batches: 267 million by
+    gemm_tasks) would take hours; the 2-worker bound changes no case of seeds 1234, 3838 and
+    3839 (their largest, 40 million, ran in the time)."""
+    dims, tiles = tile_dims(c), c["tiles"]
     bound = MAX_GEMM_TASKS_1CPU if c.get("cpus1") else MAX_GEMM_TASKS
     runs = c["steps"] * c.get("accum", 1)
     while runs * gemm_tasks(dims, tiles, c) > bound:
