@@ -424,10 +424,10 @@ xent_weight_target_term|cpu/xent.c|s@            dx\[t\] -= sr;@            dx[t
 pref_space_backoff|lib/data/sft.c|s@        if (c->type == JV_STR \&\& i > 0 \&\& c->s\[i - 1\] == . .)@        if (0)@|preference records: the space before the first differing word kept in the prompt
 dpo_unshared_unsaid|lib/train/dpo.c|s@    if (tr->rank == 0 \&\& d->unshared > pairs / 2)@    if (tr->rank == 0 \&\& d->unshared > pairs)@|DPO: rows of one example each (not pairs) trained without a warning
 dpo_ipo_unaveraged|lib/train/dpo.c|s@        \*dc = 2.0 \* e / ac, \*dr = -2.0 \* e / ar;@        *dc = 2.0 * e, *dr = -2.0 * e;@|DPO, IPO: the gradient of the log ratios not divided by the sequences lengths
-dpo_hinge_sign|lib/train/dpo.c|s@        double g = 1.0 - z > 0 ? -beta : 0.0;@        double g = 1.0 - z > 0 ? beta : 0.0;@|DPO, hinge: the gradient sign flipped
+dpo_hinge_sign|lib/train/dpo.c|s@    double g = 1.0 - z > 0 ? -beta : 0.0;@    double g = 1.0 - z > 0 ? beta : 0.0;@|DPO, hinge: the gradient sign flipped
 orpo_nll_answers_only|lib/train/dpo.c|s@    int whole = b % 2 == 0 \&\& d->ref_free \&\& tr->o.dpo_loss == NNT_DPO_ORPO;@    int whole = 0;@|ORPO: the nll term over the chosen answers only, not their prompts
 orpo_nll_rejected_too|lib/train/dpo.c|s@            double w = -dpi\[side\] / (double)d->per_batch, nll = side ? 0.0 : per_target;@            double w = -dpi[side] / (double)d->per_batch, nll = per_target;@|CPO, SimPO, ORPO: the nll term gradient on the rejected rows too
-simpo_gamma_lost|lib/train/dpo.c|s@            z = beta \* (ac - ar) - o->simpo_gamma;@            z = beta * (ac - ar);@|SimPO: the target margin gamma not subtracted
+simpo_gamma_lost|lib/train/dpo.c|s@            loss = sigmoid_term(beta \* (ac - ar) - o->simpo_gamma, beta, \&g);@            loss = sigmoid_term(beta * (ac - ar), beta, \&g);@|SimPO: the target margin gamma not subtracted
 free_means_gradient|lib/train/dpo.c|s@        \*dc /= (double)nc, \*dr /= (double)nr;@        *dc /= (double)nc, *dr /= (double)nc;@|SimPO, ORPO: the rejected mean gradient divided by the chosen length
 free_rewards_sums|lib/train/dpo.c|s@            chosen /= (double)d->counted\[2 \* j\], rejected /= (double)d->counted\[2 \* j + 1\];@            chosen /= 1.0, rejected /= 1.0;@|SimPO, ORPO: the rewards of the sums, not the means
 orpo_odds_derivative|lib/train/dpo.c|s@    \*dc = -s \* (1.0 - gc), \*dr = -s \* (-1.0 + gr);@    *dc = -s * (1.0 + gc), *dr = -s * (-1.0 + gr);@|ORPO: the log odds derivative by the chosen mean with a sign flipped
@@ -561,9 +561,9 @@ gen_record_samples_not_split|examples/nnt_generate.c|s@        if (rc == NNT_E_N
 early_stop_count_not_resumed|lib/train/record.c|s@    if (n <= 0)@    if (1)@|nnt_trainer_resume: the validations before the checkpoint (early_stop count, lowest, last) forgotten without a log_dir
 dpo_robust_undivided|lib/train/dpo.c|s@        return ((1.0 - e) \* nnt_softplus(-z) - e \* nnt_softplus(z)) / (1.0 - 2.0 \* e);@        return (1.0 - e) * nnt_softplus(-z) - e * nnt_softplus(z);@|robust DPO: the loss not divided by 1 - 2 e
 dpo_exo_logs_swapped|lib/train/dpo.c|s@        double a = log1p(-e), b = log(e);@        double a = log(e), b = log1p(-e);@|EXO: log(1 - e) and log e swapped
-dpo_discopop_no_dm|lib/train/dpo.c|s@        \*g = -sm \* (1.0 - m) - ex \* m + dm \* (ex - lg);@        *g = -sm * (1.0 - m) - ex * m;@|DiscoPOP: the derivative without that of the mixing weight
+dpo_discopop_no_dm|lib/train/dpo.c|s@        \*g = beta \* (-sm \* (1.0 - m) - ex \* m + dm \* (ex - lg));@        *g = beta * (-sm * (1.0 - m) - ex * m);@|DiscoPOP: the derivative without that of the mixing weight
 dpo_nca_rejected_whole|lib/train/dpo.c|s@        return nnt_softplus(-c) + 0.5 \* nnt_softplus(c) + 0.5 \* nnt_softplus(r);@        return nnt_softplus(-c) + 0.5 * nnt_softplus(c) + nnt_softplus(r);@|NCA: the rejected term not halved
-dpo_sigmoid_norm_summed|lib/train/dpo.c|s@        double loss = z_term(o, beta \* (lc / ac - lr / ar), \&g);@        double loss = z_term(o, beta * (lc - lr), \&g);@|sigmoid_norm: the log ratios summed, not averaged
+dpo_sigmoid_norm_summed|lib/train/dpo.c|s@        double loss = sigmoid_term(beta \* (lc / ac - lr / ar), beta, \&g);@        double loss = sigmoid_term(beta * (lc - lr), beta, \&g);@|sigmoid_norm: the log ratios summed, not averaged
 dpo_robust_smoothing_unchecked|lib/train/trainer.c|s@    if (flips \&\& !(e >= 0 \&\& e < 0.5))@    if (0)@|robust DPO and AOT: a flip probability of 0.5 or more taken
 dpo_aot_routed_by_x|lib/train/dpo.c|s@            dr\[ry\[i\].j\] = -g;@            dr[rx[i].j] = -g;@|aot_unpaired: the rejected derivatives given by the chosen order
 dpo_aot_rejected_as_chosen|lib/train/dpo.c|s@            dr\[rx\[i\].j\] = -g;@            dr[ry[i].j] = -g;@|aot: the rejected derivatives given by the reference order

@@ -356,8 +356,8 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->kl_logp = malloc((size_t)B * sizeof *d->kl_logp);
     d->sorted = malloc(5 * (size_t)d->per_batch * sizeof *d->sorted);
     d->ranks = malloc(2 * (size_t)d->per_batch * sizeof *d->ranks);
-    if (!d->sorted || !d->ranks || !d->ref || !d->losses || !d->weights || !d->inputs || !d->targets || !d->row ||
-        !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores ||
+    if (!d->sorted || !d->ranks || !d->ref || !d->losses || !d->weights || !d->inputs ||
+        !d->targets || !d->row || !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores ||
         !d->counts || !d->nll || !d->nll_n || !d->row_desirable || !d->masks ||
         !d->kl_inputs || !d->kl_targets || !d->kl_counts || !d->kl_logp)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
@@ -555,32 +555,40 @@ static double orpo_term(double beta, double ac, double ar, double *dc, double *d
 
 static double sigmoid(double x)
 {
-    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+    return 1.0 / (1.0 + exp(-x));
+}
+
+/* -log sigmoid(z) = softplus(-z), and beta times its derivative by z in *g: the term of DPO,
+ * SimPO and sigmoid_norm */
+static double sigmoid_term(double z, double beta, double *g)
+{
+    *g = -beta / (1.0 + exp(z));
+    return nnt_softplus(-z);
 }
 
 /* The pair terms of TRL's loss types that are functions of z = beta (lc - lr) alone: the term,
- * and its derivative by z in *g */
+ * and beta times its derivative by z in *g (its derivative by lc) */
 static double z_term(const nnt_trainer_options *o, double z, double *g)
 {
-    double e = o->dpo_label_smoothing, sp = sigmoid(z), sm = sigmoid(-z);
+    if (o->dpo_loss != NNT_DPO_ROBUST && o->dpo_loss != NNT_DPO_EXO_PAIR &&
+        o->dpo_loss != NNT_DPO_DISCOPOP)   /* NNT_DPO_SIGMOID, _CPO */
+        return sigmoid_term(z, o->dpo_beta, g);
+    double beta = o->dpo_beta, e = o->dpo_label_smoothing, sp = sigmoid(z), sm = sigmoid(-z);
     switch (o->dpo_loss) {
     case NNT_DPO_ROBUST:   /* ((1 - e) softplus(-z) - e softplus(z)) / (1 - 2 e) */
-        *g = (-(1.0 - e) * sm - e * sp) / (1.0 - 2.0 * e);
+        *g = beta * (-(1.0 - e) * sm - e * sp) / (1.0 - 2.0 * e);
         return ((1.0 - e) * nnt_softplus(-z) - e * nnt_softplus(z)) / (1.0 - 2.0 * e);
     case NNT_DPO_EXO_PAIR: {   /* sp (ls(z) - log(1 - e)) + sm (ls(-z) - log e) */
         double a = log1p(-e), b = log(e);
-        *g = sp * sm * (z - a + b);   /* (ls(z) - ls(-z) = z) */
+        *g = beta * sp * sm * (z - a + b);   /* (ls(z) - ls(-z) = z) */
         return sp * (-nnt_softplus(-z) - a) + sm * (-nnt_softplus(z) - b);
     }
-    case NNT_DPO_DISCOPOP: {   /* softplus(-z) (1 - m) + exp(-z) m, m = sigmoid(z / tau) */
+    default: {   /* NNT_DPO_DISCOPOP: softplus(-z) (1 - m) + exp(-z) m, m = sigmoid(z / tau) */
         double tau = o->discopop_tau, m = sigmoid(z / tau), dm = m * (1.0 - m) / tau;
         double ex = exp(-z), lg = nnt_softplus(-z);
-        *g = -sm * (1.0 - m) - ex * m + dm * (ex - lg);
+        *g = beta * (-sm * (1.0 - m) - ex * m + dm * (ex - lg));
         return lg * (1.0 - m) + ex * m;
     }
-    default:   /* NNT_DPO_SIGMOID (and _SIGMOID_NORM's z): softplus(-z) */
-        *g = -sm;
-        return nnt_softplus(-z);
     }
 }
 
@@ -659,17 +667,19 @@ double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int
     case NNT_DPO_APO_ZERO:
     case NNT_DPO_APO_DOWN:
         return side_terms(o, lc, lr, dc, dr);
+    case NNT_DPO_SIGMOID:
+    case NNT_DPO_CPO:   /* (its lc, lr the log-likelihoods) */
     case NNT_DPO_ROBUST:
     case NNT_DPO_EXO_PAIR:
     case NNT_DPO_DISCOPOP: {
         double g, loss = z_term(o, z, &g);
-        *dc = beta * g, *dr = -beta * g;
+        *dc = g, *dr = -g;
         return loss;
     }
     case NNT_DPO_SIGMOID_NORM: {   /* per-token averages (TRL: counts at least 1) */
         double ac = nc > 1 ? (double)nc : 1.0, ar = nr > 1 ? (double)nr : 1.0, g;
-        double loss = z_term(o, beta * (lc / ac - lr / ar), &g);
-        *dc = beta * g / ac, *dr = -beta * g / ar;
+        double loss = sigmoid_term(beta * (lc / ac - lr / ar), beta, &g);
+        *dc = g / ac, *dr = -g / ar;
         return loss;
     }
     default:
@@ -680,9 +690,7 @@ double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int
         if (o->dpo_loss == NNT_DPO_ORPO) {
             loss = orpo_term(beta, ac, ar, dc, dr);
         } else {
-            z = beta * (ac - ar) - o->simpo_gamma;
-            g = -beta / (1.0 + exp(z));
-            loss = nnt_softplus(-z);
+            loss = sigmoid_term(beta * (ac - ar) - o->simpo_gamma, beta, &g);
             *dc = g, *dr = -g;
         }
         *dc /= (double)nc, *dr /= (double)nr;
@@ -694,15 +702,11 @@ double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int
         *dc = 2.0 * e / ac, *dr = -2.0 * e / ar;
         return e * e;
     }
-    if (o->dpo_loss == NNT_DPO_HINGE) {   /* relu(1 - z); its gradient 0 at the kink */
-        double g = 1.0 - z > 0 ? -beta : 0.0;
-        *dc = g, *dr = -g;
-        return 1.0 - z > 0 ? 1.0 - z : 0.0;
-    }
-    /* d softplus(-z) / d pi_c = -beta sigmoid(-z) */
-    double g = -beta / (1.0 + exp(z));
+    /* NNT_DPO_HINGE, the one left (aot's terms are nnt_dpo_sorted_terms', the unpaired rows'
+     * nnt_dpo_row_loss's): relu(1 - z); its gradient 0 at the kink */
+    double g = 1.0 - z > 0 ? -beta : 0.0;
     *dc = g, *dr = -g;
-    return nnt_softplus(-z);
+    return 1.0 - z > 0 ? 1.0 - z : 0.0;
 }
 
 /* The reference-free losses' nll term of the loaded micro-batch: its weight times the mean
@@ -772,7 +776,7 @@ double nnt_dpo_row_loss(const nnt_trainer_options *o, double lr, double kl, int 
     /* KTO: z = beta (lr - kl) or beta (kl - lr), the term w (1 - sigmoid(z)) = w sigmoid(-z);
      * APO-zero: z = beta lr, the term w (1 - sigmoid(z)) or w sigmoid(z) */
     double z = o->dpo_loss == NNT_DPO_KTO ? sign * beta * (lr - kl) : sign * beta * lr;
-    double sz = 1.0 / (1.0 + exp(-z)), term = 1.0 / (1.0 + exp(z));
+    double sz = sigmoid(z), term = sigmoid(-z);
     *dlr = -w * sz * (1.0 - sz) * sign * beta;   /* d term / d z = -w sigmoid'(z) */
     return w * term;
 }

@@ -186,9 +186,6 @@ int nnt_trainer_multi_label(const nnt_trainer *tr);
  * (its largest logit), or a multi-label one (each label's probability above 0.5 when its
  * value is: the label accuracy) */
 int nnt_trainer_has_accuracy(const nnt_trainer *tr);
-/* A pair's term of o's loss (o->dpo_loss, dpo_beta, simpo_gamma) from its rows' log ratios
- * lc, lr (summed over their counted targets, nc and nr of them, >= 1 for SimPO and ORPO; the
- * reference-free losses: the log-likelihoods); *dc, *dr its derivatives by lc and lr. */
 /* TRL's aot and aot_unpaired (o->dpo_loss, dpo_beta, dpo_label_smoothing) on n pairs together:
  * p[2j], p[2j + 1] pair j's chosen and rejected log-likelihoods under the policy, r[2j],
  * r[2j + 1] under the reference (NULL: 0); two values of each pair, x and y, sorted apart (by
@@ -202,6 +199,10 @@ typedef struct nnt_dpo_ranked {
 void nnt_dpo_sorted_terms(const nnt_trainer_options *o, const double *p, const double *r,
                           int64_t n, nnt_dpo_ranked *ranks, double *term, double *dc,
                           double *dr);
+/* A pair's term of o's loss (o->dpo_loss, dpo_beta, simpo_gamma, dpo_label_smoothing,
+ * discopop_tau; not aot's) from its rows' log ratios lc, lr (summed over their counted
+ * targets, nc and nr of them, >= 1 for SimPO and ORPO; the reference-free losses: the
+ * log-likelihoods); *dc, *dr its derivatives by lc and lr. */
 double nnt_dpo_pair_loss(const nnt_trainer_options *o, double lc, double lr, int64_t nc,
                          int64_t nr, double *dc, double *dr);
 /* The loss and its parameters in words ("SimPO, beta 2 (TRL's CPOTrainer, ...)"), snprintf's
