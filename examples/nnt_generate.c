@@ -754,13 +754,13 @@ static size_t halved(size_t n, const char *what, int cr)
     return n / 2;
 }
 
-/* The nseq samples of --num-samples into out (nseq, ngen), side by side
+/* The nseq samples of --num-samples into out (nseq, ngen), group (<= nseq) side by side
  * (nnt_model_generate_n), sample r with seed S + r; while they do not fit in memory, in groups
  * half as large (each sample the same: its seed is its own), said. 0, or 1 reported. */
 static int samples_side_by_side(nnt_layer *model, const int32_t *prompt, size_t nprompt,
-                                size_t nseq, size_t ngen, const nnt_sampling *s, int32_t *out)
+                                size_t nseq, size_t group, size_t ngen, const nnt_sampling *s,
+                                int32_t *out)
 {
-    size_t group = nseq;
     for (size_t r0 = 0; r0 < nseq;) {
         size_t n = nseq - r0 < group ? nseq - r0 : group;
         nnt_sampling g = *s;
@@ -794,7 +794,7 @@ static int generate_samples(const opts *o, nnt_layer *model, nnt_tokenizer *tok,
         status = lib_error("out of memory", NNT_E_NOMEM);
     if (status == 0) {
         note_past_context(o, model, nprompt);
-        status = samples_side_by_side(model, prompt, nprompt, nseq, ngen, &s, out);
+        status = samples_side_by_side(model, prompt, nprompt, nseq, nseq, ngen, &s, out);
     }
     for (size_t r = 0; r < nseq && status == 0; r++) {
         if (!o->print_ids && tok)
@@ -1515,9 +1515,10 @@ static int generate_batch(const opts *o, nnt_layer *model, const records *r,
         rc = nnt_model_generate_batch(model, (int64_t)rows, prompts, lens, seeds,
                                       (int64_t)ngen, s, out);
         *too_many = rc == NNT_E_NOMEM && n > 1;
-        if (rc == NNT_E_NOMEM && n == 1 && nseq > 1) {
+        if (rc == NNT_E_NOMEM && n == 1 && nseq > 1) {   /* (all of them: just failed) */
             const record *c = &r->r[idx[0]];
-            if (samples_side_by_side(model, c->ids, (size_t)c->len, nseq, ngen, s, out)) {
+            if (samples_side_by_side(model, c->ids, (size_t)c->len, nseq,
+                                     halved(nseq, "samples", 0), ngen, s, out)) {
                 free(prompts), free(lens), free(seeds), free(out);
                 return 1;
             }

@@ -383,12 +383,13 @@ static void repetition_penalty(nnt_sampler *sm, const float *l, const nnt_sample
 
 /* The tokens that would end an n-gram (n >= 1) already in sequence q (of n tokens at least):
  * those that follow an earlier occurrence of its last n - 1 tokens (transformers'
- * NoRepeatNGramLogitsProcessor), set to -inf in banned (NULL: only counted); their count, a
- * token as often as it is found. */
-static int64_t ngram_bans(const nnt_sample_seq *q, int64_t n, float *banned)
+ * NoRepeatNGramLogitsProcessor), set to -inf in sm->penalized, made a copy of l at the first
+ * one unless copied (the penalty's copy); whether there was one. */
+static int ngram_bans(nnt_sampler *sm, const float *l, const nnt_sample_seq *q, int64_t n,
+                      int copied)
 {
     const int64_t len = q->nprompt + q->ngen, tail = len - (n - 1);   /* the suffix's start */
-    int64_t found = 0;
+    int found = 0;
     for (int64_t i = 0; i + n <= len; i++) {   /* the n-gram at i */
         int64_t j = 0;
         while (j < n - 1 && nnt_generate_token_at(q->prompt, q->nprompt, q->gen, i + j) ==
@@ -396,9 +397,11 @@ static int64_t ngram_bans(const nnt_sample_seq *q, int64_t n, float *banned)
             j++;
         if (j < n - 1)
             continue;
-        found++;
-        if (banned)
-            banned[nnt_generate_token_at(q->prompt, q->nprompt, q->gen, i + n - 1)] = -INFINITY;
+        if (!copied && !found)
+            memcpy(sm->penalized, l, (size_t)sm->V * sizeof *l);
+        found = 1;
+        sm->penalized[nnt_generate_token_at(q->prompt, q->nprompt, q->gen, i + n - 1)] =
+            -INFINITY;
     }
     return found;
 }
@@ -407,20 +410,19 @@ const float *nnt_sampler_penalize(nnt_sampler *sm, const float *l, const nnt_sam
 {
     const int64_t n = sm->no_repeat_ngram;
     const int penalty = q && sm->repetition_penalty != 1.0;
-    const int bans = q && n > 0 && q->nprompt + q->ngen >= n &&
-                     (penalty || ngram_bans(q, n, NULL) > 0);
-    if (!penalty && !bans)
+    const int ngram = q && n > 0 && q->nprompt + q->ngen >= n;
+    if (!penalty && !ngram)
         return l;
     if (!sm->penalized && !(sm->penalized = malloc((size_t)sm->V * sizeof *sm->penalized)))
         return NULL;
     if (penalty && !sm->stamp && !(sm->stamp = calloc((size_t)sm->V, sizeof *sm->stamp)))
         return NULL;
-    memcpy(sm->penalized, l, (size_t)sm->V * sizeof *l);
-    if (penalty)
+    if (penalty) {
+        memcpy(sm->penalized, l, (size_t)sm->V * sizeof *l);
         repetition_penalty(sm, l, q);
-    if (bans)
-        ngram_bans(q, n, sm->penalized);
-    return sm->penalized;
+    }
+    int banned = ngram && ngram_bans(sm, l, q, n, penalty);
+    return penalty || banned ? sm->penalized : l;
 }
 
 int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, const float *l,
