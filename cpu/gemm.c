@@ -323,9 +323,29 @@ static const struct { int ta, tb; int64_t m, n, k; } probe[] = {
     {0, 1, 128, 768, 768}, {0, 0, 128, 768, 768}, {1, 0, 768, 768, 128}};
 #define PROBE_ROUNDS 4
 
-/* Seconds of the probe products on each backend (best of PROBE_ROUNDS interleaved rounds,
- * the first a warm-up, summed over the shapes). -1 when oneDNN failed. */
-static int time_backends(double *blis, double *dnnl)
+/* What a probe round times: BLIS's float products, oneDNN's float products, oneDNN's bf16
+ * products (the float operands rounded to bf16 inside, as --precision bf16 makes them). */
+enum { PROBE_BLIS, PROBE_DNNL_F32, PROBE_DNNL_BF16 };
+
+static int probe_run(nnt_dnnl_cache *cache, int variant, size_t p, const float *a,
+                     const float *b, float *c)
+{
+    int64_t m = probe[p].m, n = probe[p].n, k = probe[p].k;
+    int64_t lda = probe[p].ta ? m : k, ldb = probe[p].tb ? k : n;
+    if (variant == PROBE_BLIS) {
+        nnt_cpu_gemm_f32(probe[p].ta, probe[p].tb, m, n, k, 1.0f, a, lda, 0, b, ldb, 0, 0.0f,
+                         c, n, 0, 1);
+        return 0;
+    }
+    return nnt_cpu_gemm_dnnl(cache, probe[p].ta, probe[p].tb,
+                             variant == PROBE_DNNL_BF16 ? NNT_DNNL_BF16 : 0, m, n, k, 1.0f, a,
+                             lda, 0, b, ldb, 0, 0.0f, c, n, 0, 1);
+}
+
+/* Seconds of the probe products of each of the two variants (PROBE_*), on this thread: the
+ * best of PROBE_ROUNDS interleaved rounds (the first a warm-up, the first variant's turn
+ * first in even rounds, second in odd ones), summed over the shapes. -1 when oneDNN failed. */
+static int time_probes(const int variant[2], double secs[2])
 {
     nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
     size_t cap = 768 * 768;
@@ -335,32 +355,35 @@ static int time_backends(double *blis, double *dnnl)
         a[i] = (float)(i % 13) * 0.01f;
         b[i] = (float)(i % 7) * 0.02f;
     }
-    *blis = *dnnl = 0.0;
+    secs[0] = secs[1] = 0.0;
     for (size_t p = 0; rc == 0 && p < sizeof probe / sizeof probe[0]; p++) {
-        int64_t m = probe[p].m, n = probe[p].n, k = probe[p].k;
-        int64_t lda = probe[p].ta ? m : k, ldb = probe[p].tb ? k : n;
-        double best_b = 1e30, best_d = 1e30;
+        double best[2] = {1e30, 1e30};
         for (int r = 0; r < PROBE_ROUNDS && rc == 0; r++) {
-            double t0 = seconds();
-            nnt_cpu_gemm_f32(probe[p].ta, probe[p].tb, m, n, k, 1.0f, a, lda, 0, b, ldb, 0,
-                             0.0f, c, n, 0, 1);
-            double t1 = seconds();
-            rc = nnt_cpu_gemm_dnnl(cache, probe[p].ta, probe[p].tb, 0, m, n, k, 1.0f, a, lda,
-                                   0, b, ldb, 0, 0.0f, c, n, 0, 1);
-            double t2 = seconds();
-            if (r > 0) {
-                best_b = t1 - t0 < best_b ? t1 - t0 : best_b;
-                best_d = t2 - t1 < best_d ? t2 - t1 : best_d;
+            for (int turn = 0; turn < 2 && rc == 0; turn++) {
+                int v = (turn + r) % 2;
+                double t0 = seconds();
+                rc = probe_run(cache, variant[v], p, a, b, c);
+                double t = seconds() - t0;
+                if (r > 0 && t < best[v])
+                    best[v] = t;
             }
         }
-        *blis += best_b;
-        *dnnl += best_d;
+        secs[0] += best[0];
+        secs[1] += best[1];
     }
     free(a);
     free(b);
     free(c);
     nnt_cpu_dnnl_cache_destroy(cache);
     return rc;
+}
+
+static double probe_flop(void)
+{
+    double flop = 0.0;
+    for (size_t p = 0; p < sizeof probe / sizeof probe[0]; p++)
+        flop += 2.0 * (double)probe[p].m * (double)probe[p].n * (double)probe[p].k;
+    return flop;
 }
 
 /* NNT_GEMM=measure: the faster on the probes, measured once a process (later contexts
@@ -371,15 +394,14 @@ static char measured_why[200];
 
 static void choose_by_measurement(void)
 {
-    double tb, td;
-    if (time_backends(&tb, &td)) {
+    static const int variant[2] = {PROBE_BLIS, PROBE_DNNL_F32};
+    double t[2];
+    if (time_probes(variant, t)) {
         measured = NNT_GEMM_BLIS;
         snprintf(measured_why, sizeof measured_why, "oneDNN failed its start-up probe");
         return;
     }
-    double flop = 0.0;
-    for (size_t p = 0; p < sizeof probe / sizeof probe[0]; p++)
-        flop += 2.0 * (double)probe[p].m * (double)probe[p].n * (double)probe[p].k;
+    double tb = t[0], td = t[1], flop = probe_flop();
     measured = td < tb ? NNT_GEMM_ONEDNN : NNT_GEMM_BLIS;
     snprintf(measured_why, sizeof measured_why, "measured: oneDNN %.1f, BLIS %.1f "
              "GFLOP/s a core on GPT-2 tile products", flop / td * 1e-9, flop / tb * 1e-9);
@@ -441,5 +463,64 @@ int nnt_cpu_gemm_choose(char *why, size_t len)
         return 0;
     }
     gemm_backend = default_backend(why, len);
+    return 0;
+}
+
+/* ---- bf16 products: oneDNN's bf16 matmul, or float products on expanded operands ------- */
+
+/* Direct bf16 products are kept unless they take this many times the float products' time:
+ * expanding costs a conversion that a direct product does not make (bf16 tiles expanded to
+ * floats), and the margin keeps a host whose two rates are close from choosing differently
+ * from one run to the next (the two ways differ in the last bits of their sums). */
+#define BF16_EXPAND_ABOVE 1.25
+
+static int bf16_measured = -1;   /* 1 direct, 0 expanded; -1 not measured yet */
+static char bf16_measured_why[160];
+
+static void measure_bf16(void)
+{
+    static const int variant[2] = {PROBE_DNNL_F32, PROBE_DNNL_BF16};
+    double t[2];
+    if (time_probes(variant, t)) {
+        bf16_measured = 0;
+        snprintf(bf16_measured_why, sizeof bf16_measured_why,
+                 "oneDNN's bf16 matmul failed its start-up probe");
+        return;
+    }
+    double flop = probe_flop();
+    bf16_measured = t[1] <= BF16_EXPAND_ABOVE * t[0];
+    snprintf(bf16_measured_why, sizeof bf16_measured_why,
+             "measured: bf16 products %.1f, float %.1f GFLOP/s a core", flop / t[1] * 1e-9,
+             flop / t[0] * 1e-9);
+}
+
+int nnt_cpu_gemm_choose_bf16(char *why, size_t len)
+{
+    const char *env = getenv("NNT_GEMM_BF16");
+    int forced = env && *env;
+    if (forced && strcmp(env, "direct") != 0 && strcmp(env, "expanded") != 0) {
+        snprintf(why, len, "NNT_GEMM_BF16='%s' is not a way of bf16 products: use direct or "
+                 "expanded", env);
+        return -1;
+    }
+    int possible = gemm_backend == NNT_GEMM_ONEDNN && nnt_cpu_dnnl_bf16_isa();
+    if (forced && strcmp(env, "direct") == 0 && !possible) {
+        snprintf(why, len, "NNT_GEMM_BF16=direct, but %s",
+                 gemm_backend != NNT_GEMM_ONEDNN ? "BLIS computes the products"
+                                                 : "the CPU has no bf16 dot products");
+        return -1;
+    }
+    *why = '\0';
+    if (!possible)
+        return 0;
+    if (forced) {
+        nnt_cpu_dnnl_bf16_use(strcmp(env, "direct") == 0);
+        snprintf(why, len, "NNT_GEMM_BF16=%s", env);
+        return 0;
+    }
+    if (bf16_measured < 0)
+        measure_bf16();
+    nnt_cpu_dnnl_bf16_use(bf16_measured);
+    snprintf(why, len, "%s", bf16_measured_why);
     return 0;
 }

@@ -92,13 +92,27 @@ int nnt_cpu_dnnl_available(void)
     return engine_ok;
 }
 
-int nnt_cpu_dnnl_bf16_native(void)
+int nnt_cpu_dnnl_bf16_isa(void)
 {
     if (!nnt_cpu_dnnl_available())
         return 0;
     unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
     return (isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
            (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+}
+
+/* Whether bf16 products go to oneDNN's bf16 matmul where the CPU has one: yes until a
+ * context's start chooses (nnt_cpu_gemm_choose_bf16) */
+static int bf16_direct = 1;
+
+void nnt_cpu_dnnl_bf16_use(int direct)
+{
+    bf16_direct = direct != 0;
+}
+
+int nnt_cpu_dnnl_bf16_native(void)
+{
+    return bf16_direct && nnt_cpu_dnnl_bf16_isa();
 }
 
 /* What bf16 products do with B tiles larger than a core's L2 cache (nnt_cpu_dnnl_b_mode),
@@ -937,7 +951,9 @@ int nnt_cpu_gemm_dnnl_ksum(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
 #else /* !NNT_HAVE_ONEDNN: the backend is absent; callers check nnt_cpu_dnnl_available */
 
 int nnt_cpu_dnnl_available(void) { return 0; }
+int nnt_cpu_dnnl_bf16_isa(void) { return 0; }
 int nnt_cpu_dnnl_bf16_native(void) { return 0; }
+void nnt_cpu_dnnl_bf16_use(int direct) { (void)direct; }
 size_t nnt_cpu_dnnl_bf16_b_stored(void) { return 0; }
 int nnt_cpu_dnnl_b_mode(void) { return NNT_DNNL_B_REORDER; }
 int nnt_cpu_dnnl_b_verdict(int trans_b, int bf16, int64_t m, int64_t n, int64_t k)

@@ -180,7 +180,20 @@ typedef struct nnt_dnnl_cache nnt_dnnl_cache;
 int nnt_cpu_gemm_choose(char *why, size_t len);
 int nnt_cpu_gemm_backend(void);          /* NNT_GEMM_*                                     */
 int nnt_cpu_dnnl_available(void);        /* compiled in and its CPU engine works           */
-int nnt_cpu_dnnl_bf16_native(void);      /* bf16 dot products in hardware (AVX512-BF16/AMX) */
+int nnt_cpu_dnnl_bf16_isa(void);         /* bf16 dot products in hardware (AVX512-BF16/AMX) */
+/* Whether products with bf16 operands take oneDNN's bf16 matmul (the hardware has it and the
+ * choice below kept it) rather than float products on the operands expanded to floats (exact;
+ * the same values, sums in float either way). nnt_cpu_gemm_choose_bf16 chooses at a
+ * context's start, when oneDNN is the backend and the hardware has bf16 dot products:
+ * NNT_GEMM_BF16=direct|expanded in the environment forces one; otherwise direct unless
+ * oneDNN's bf16 products take more than 1.25 times its float products' time on the probe
+ * shapes of NNT_GEMM=measure, timed on one core (once a process; an Intel Xeon without AMX
+ * ran bf16 at half the float rate, AMD Zen 4 at twice it). Returns 0 with the reason in why
+ * ("" when there was nothing to choose), or -1 with the error (another value; direct where
+ * it cannot be). nnt_cpu_dnnl_bf16_use: set the choice (tests). */
+int nnt_cpu_dnnl_bf16_native(void);
+int nnt_cpu_gemm_choose_bf16(char *why, size_t len);
+void nnt_cpu_dnnl_bf16_use(int direct);
 const char *nnt_cpu_dnnl_isa(void);      /* oneDNN's instruction set here, static string   */
 /* What products do with B tiles whose blocked layout their matmul prefers: chosen by
  * nnt_cpu_dnnl_choose_b (a context's start, before its workers run). NNT_DNNL_B_MEASURED on

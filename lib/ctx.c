@@ -335,7 +335,12 @@ static int choose_kernels(nnt_ctx *ctx)
 {
     const char *blis_arch = nnt_cpu_blis_setup();
     char why[200];
+    char bf16_why[160];
     int rc = nnt_cpu_gemm_choose(why, sizeof why);
+    if (rc == 0 && nnt_cpu_gemm_choose_bf16(bf16_why, sizeof bf16_why) != 0) {
+        snprintf(why, sizeof why, "%s", bf16_why);
+        rc = -1;
+    }
     if (rc == 0 && nnt_cpu_dnnl_choose_b(why, sizeof why) != 0)
         rc = -1;
     if (rc)
@@ -343,10 +348,11 @@ static int choose_kernels(nnt_ctx *ctx)
     if ((rc = read_choices()) != 0)
         return rc;
     int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
-    char dnnl_desc[64] = "";
+    char dnnl_desc[240] = "";
     if (dnnl)
-        snprintf(dnnl_desc, sizeof dnnl_desc, " (ISA %s, bf16 operands %s)", nnt_cpu_dnnl_isa(),
-                 nnt_cpu_dnnl_bf16_native() ? "direct" : "expanded to fp32");
+        snprintf(dnnl_desc, sizeof dnnl_desc, " (ISA %s, bf16 operands %s%s%s)",
+                 nnt_cpu_dnnl_isa(), nnt_cpu_dnnl_bf16_native() ? "direct" : "expanded to fp32",
+                 *bf16_why ? ", " : "", bf16_why);
     const int avx512 = nnt_cpu_avx512();
     char wide[96] = "";
     if (avx512)

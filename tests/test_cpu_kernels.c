@@ -1729,7 +1729,7 @@ START_TEST(test_attention_bf16)
 {
     static const int64_t cases[][3] = {{37, 7, 0}, {65, 64, 0}, {130, 16, 40}, {200, 8, 0}};
     nnt_dnnl_cache *dnnl = nnt_cpu_dnnl_cache_create();
-    if (!dnnl || !nnt_cpu_dnnl_bf16_native()) {
+    if (!dnnl || !nnt_cpu_dnnl_bf16_isa()) {
         printf("attention_bf16: skipped, no oneDNN with bf16 dot products here\n");
         nnt_cpu_dnnl_cache_destroy(dnnl);
         return;
@@ -2944,7 +2944,7 @@ START_TEST(test_attention_packed_band)
         pos[i] = (int32_t)(i - starts[e]);
     }
     nnt_dnnl_cache *dnnl = nnt_cpu_dnnl_cache_create();
-    int bf16 = dnnl && nnt_cpu_dnnl_bf16_native();
+    int bf16 = dnnl && nnt_cpu_dnnl_bf16_isa();
     double worst[3] = {0.0, 0.0, 0.0};
     static const char *const names[4] = {"o", "dq", "dk", "dv"};
     for (int variant = 0; variant < 4; variant++) {
@@ -3101,7 +3101,7 @@ START_TEST(test_attention_band_tasks)
     static const struct { int64_t w; float cap; int packed; } variants[] = {
         {11, 0.0f, 0}, {30, 0.0f, 0}, {11, 0.5f, 0}, {11, 0.0f, 1}};
     nnt_dnnl_cache *dnnl = nnt_cpu_dnnl_cache_create();
-    const int bf16_native = dnnl && nnt_cpu_dnnl_bf16_native();
+    const int bf16_native = dnnl && nnt_cpu_dnnl_bf16_isa();
     int64_t compared = 0;
     double worst[2] = {0.0, 0.0};
     for (int mi = 0; mi < 3; mi++)
