@@ -36,6 +36,8 @@ MUTATIONS='
 ln_no_eps|cpu/layernorm.c|s@sqrt(sq / (double)n + (double)eps)@sqrt(sq / (double)n)@|LayerNorm forward without eps
 attn_dk_sign|cpu/attention.c|s@product(dnnl, bf16, 1, 0, n, hd, m, scale, from(dsc, c)@product(dnnl, bf16, 1, 0, n, hd, m, -scale, from(dsc, c)@|attention backward: dk with its sign flipped
 attn_future_key|cpu/attn_mask.h|s@int64_t n = qp - k_pos0 + 1;@int64_t n = qp - k_pos0 + 2;@|causal mask: each query sees one future key
+bf16_choice_ignored|cpu/gemm_dnnl.c|s@return bf16_direct \&\& nnt_cpu_dnnl_bf16_isa();@return nnt_cpu_dnnl_bf16_isa();@|bf16 products direct wherever the CPU has them, whatever was chosen
+bf16_expand_inverted|cpu/gemm.c|s@bf16_measured = t\[1\] <= BF16_EXPAND_ABOVE \* t\[0\];@bf16_measured = t[1] > BF16_EXPAND_ABOVE * t[0];@|bf16 products: the way measured slower chosen
 b_verdict_inverted|cpu/gemm_dnnl.c|s@s->verdict = s->best\[1\] <= s->best\[0\];@s->verdict = s->best[1] > s->best[0];@|measured B layout: the slower way kept
 sumsq_first_partial_lost|lib/ops/reduce.c|s@for (int64_t i = 0; i < asked; i++)@for (int64_t i = 1; i < asked; i++)@|gradient norm: the first partial sum of squares left out
 trace_idle_from_wait_end|lib/trace/svg.c|s@int64_t gap = r->wait_start - last->end;@int64_t gap = r->wait_start - last->wait_end - 1000000000;@|trace table: idle stretches measured from the data fetch of the last task, less a second

@@ -1009,6 +1009,14 @@ START_TEST(test_choice_bf16)
                                        : "bf16 operands expanded to fp32, measured: bf16 "
                                          "products "),
                       "kernels: %s", desc);
+        /* the choice follows the rates: direct unless bf16 takes over 1.25x fp32's time */
+        double bf16_rate = 0.0, f32_rate = 0.0;
+        ck_assert_int_eq(sscanf(strstr(desc, "measured: bf16 products "),
+                                "measured: bf16 products %lf, float %lf", &bf16_rate,
+                                &f32_rate), 2);
+        ck_assert_msg(nnt_cpu_dnnl_bf16_native() == (f32_rate <= 1.25 * bf16_rate),
+                      "bf16 %.1f, fp32 %.1f GFLOP/s: %s chosen", bf16_rate, f32_rate,
+                      nnt_cpu_dnnl_bf16_native() ? "direct" : "expanded");
     } else {
         ck_assert_msg(!strstr(desc, "measured: bf16"), "kernels: %s", desc);
         ck_assert_int_eq(nnt_cpu_dnnl_bf16_native(), 0);
