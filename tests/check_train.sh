@@ -124,6 +124,24 @@ for spec in tf32:1e-3:1e-5 bf16:6e-3:6e-5; do
         echo "ok: --precision $p: the 20 losses are within ${verdict#* } of fp32's ($lo..$hi)"
     fi
 done
+# bf16 operands multiplied as fp32 (the start-up measurement, or NNT_GEMM_BF16=expanded where
+# the CPU has bf16 dot products): the runtime line says so, and only then
+if grep -q "bf16 operands expanded to fp32, \(measured\|NNT_GEMM_BF16\)" "$tmp/prec_bf16.err"; then
+    said=yes
+else
+    said=no
+fi
+if grep -q "bf16 GEMM operands (multiplied as fp32" "$tmp/prec_bf16.err"; then
+    runtime=yes
+else
+    runtime=no
+fi
+if [ $said != $runtime ]; then
+    fail "--precision bf16: the kernels line says expanded by choice: $said; the runtime line: $runtime"
+    grep -E "^(runtime|kernels):" "$tmp/prec_bf16.err"
+else
+    echo "ok: --precision bf16: bf16 expanded by choice ($said) said on the runtime line"
+fi
 
 # ---- (1e) the kernels of CPUs without AVX-512 / AMX, forced on any host by environment
 # variables: oneDNN limited to AVX2 (its own ONEDNN_MAX_CPU_ISA: fp32 JIT products, bf16
