@@ -166,10 +166,12 @@ NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);
  * Operands are rounded to nearest (ties to even) on the CPU as on the GPU, so every
  * product of two operands is exact in float and CPU and GPU tasks compute the same up to
  * the order of the float sums. On the CPU, bf16 products run on bf16 dot-product
- * instructions where the CPU has them (AVX512-BF16, AMX) and nnt's CPU backend is oneDNN
- * (nnt_ctx_kernels): faster than fp32 there (GPT-2 124M step 1.6x on AMD Zen 4); elsewhere,
- * and for TF32, the rounding is an extra pass over the operand tiles into per-worker scratch
- * memory (outside the RAM budget): no faster than fp32. */
+ * instructions where the CPU has them (AVX512-BF16, AMX), nnt's CPU backend is oneDNN and
+ * a measurement at start finds them not slower than fp32 products (nnt_ctx_kernels,
+ * NNT_GEMM_BF16): faster than fp32 there (GPT-2 124M step 1.6x on AMD Zen 4); elsewhere
+ * (an Intel Xeon with AVX512-BF16 and no AMX: half its fp32 rate), and for TF32, the
+ * rounding is an extra pass over the operand tiles into per-worker scratch memory (outside
+ * the RAM budget): no faster than fp32. */
 typedef enum nnt_precision {
     NNT_PRECISION_FP32 = 0,
     NNT_PRECISION_TF32 = 1,
