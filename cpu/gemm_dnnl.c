@@ -845,7 +845,7 @@ size_t nnt_cpu_dnnl_pack_bytes(int trans_b, int dtypes, int64_t m, int64_t n, in
 {
     if (!nnt_cpu_dnnl_available() || m <= 0 || n <= 0 || k <= 0)
         return 0;
-    if ((dtypes & NNT_DNNL_BF16) && !nnt_cpu_dnnl_bf16_native())
+    if ((dtypes & NNT_DNNL_BF16) && !nnt_cpu_dnnl_bf16_isa())
         return 0;
     struct b_shape *unused;
     if ((dtypes & NNT_DNNL_BF16) && !reorder_plain && b_eligible(n, k) &&

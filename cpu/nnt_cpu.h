@@ -190,7 +190,7 @@ int nnt_cpu_dnnl_bf16_isa(void);         /* bf16 dot products in hardware (AVX51
  * shapes of NNT_GEMM=measure, timed on one core (once a process; an Intel Xeon without AMX
  * ran bf16 at half the float rate, AMD Zen 4 at twice it). Returns 0 with the reason in why
  * ("" when there was nothing to choose), or -1 with the error (another value; direct where
- * it cannot be). nnt_cpu_dnnl_bf16_use: set the choice (tests). */
+ * it cannot be). nnt_cpu_dnnl_bf16_use: records the choice (nnt_cpu_gemm_choose_bf16). */
 int nnt_cpu_dnnl_bf16_native(void);
 int nnt_cpu_gemm_choose_bf16(char *why, size_t len);
 void nnt_cpu_dnnl_bf16_use(int direct);

@@ -348,6 +348,7 @@ static int choose_kernels(nnt_ctx *ctx)
     if ((rc = read_choices()) != 0)
         return rc;
     int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
+    ctx->bf16_expanded = dnnl && nnt_cpu_dnnl_bf16_isa() && !nnt_cpu_dnnl_bf16_native();
     char dnnl_desc[240] = "";
     if (dnnl)
         snprintf(dnnl_desc, sizeof dnnl_desc, " (ISA %s, bf16 operands %s%s%s)",

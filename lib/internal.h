@@ -146,6 +146,9 @@ struct nnt_ctx {
     int pack_keep_given;          /* ... set by NNT_GEMM_PACK_KEEP_MIB                    */
     int ksum;                     /* bf16 products sum their k tiles in one task
                                      (nnt_gemm_ksum_applies; nnt_gemm_sums_k)             */
+    int bf16_expanded;            /* the CPU has bf16 dot products, but bf16 products are
+                                     float ones on expanded operands by the start-up
+                                     choice (nnt_cpu_gemm_choose_bf16)                    */
     int no_dropout;               /* forwards that train nothing (the trainer's validation,
                                      generation): LoRA adapters apply no dropout          */
     int64_t dropout_pass;         /* > 0: the pass the adapters' dropout masks are drawn

@@ -941,12 +941,12 @@ END_TEST
  * the tests below are about. */
 static nnt_ctx *ctx_with(const char *gemm)
 {
-    const char *slash = strchr(gemm, '/');
+    const size_t len = strcspn(gemm, "/");
     char name[16];
-    snprintf(name, sizeof name, "%.*s", slash ? (int)(slash - gemm) : (int)strlen(gemm), gemm);
+    snprintf(name, sizeof name, "%.*s", (int)len, gemm);
     setenv("NNT_GEMM", name, 1);
-    if (slash)
-        setenv("NNT_GEMM_BF16", slash + 1, 1);
+    if (gemm[len] == '/')
+        setenv("NNT_GEMM_BF16", gemm + len + 1, 1);
     else if (strcmp(name, "onednn") == 0 && nnt_cpu_dnnl_bf16_isa())
         setenv("NNT_GEMM_BF16", "direct", 1);
     nnt_ctx *ctx = test_ctx();

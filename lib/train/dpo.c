@@ -357,8 +357,8 @@ int nnt_dpo_prepare(nnt_trainer *tr, const char *fn)
     d->sorted = malloc(5 * (size_t)d->per_batch * sizeof *d->sorted);
     d->ranks = malloc(2 * (size_t)d->per_batch * sizeof *d->ranks);
     if (!d->sorted || !d->ranks || !d->ref || !d->losses || !d->weights || !d->inputs ||
-        !d->targets || !d->row || !d->pairs || !d->logp || !d->pair_ref || !d->counted || !d->scores ||
-        !d->counts || !d->nll || !d->nll_n || !d->row_desirable || !d->masks ||
+        !d->targets || !d->row || !d->pairs || !d->logp || !d->pair_ref || !d->counted ||
+        !d->scores || !d->counts || !d->nll || !d->nll_n || !d->row_desirable || !d->masks ||
         !d->kl_inputs || !d->kl_targets || !d->kl_counts || !d->kl_logp)
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: DPO buffers: out of memory", fn);
     return NNT_OK;

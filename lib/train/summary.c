@@ -16,7 +16,6 @@
 #include "trainer_impl.h"
 #include "../models/models.h"
 #include "../optim/optim.h"
-#include "nnt_cpu.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -234,9 +233,7 @@ static void add_runtime(const nnt_trainer *tr, nnt_text *t)
             (unsigned)tr->ctx->distribution < 3 ? dists[tr->ctx->distribution] : "?",
             tr->ctx->release_weights ? ", weights released after use" : "");
     /* bf16 operands multiplied as floats on a CPU whose bf16 dot products measured slower */
-    int bf16_expanded = precision == NNT_PRECISION_BF16 && ncuda == 0 &&
-                        nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN && nnt_cpu_dnnl_bf16_isa() &&
-                        !nnt_cpu_dnnl_bf16_native();
+    int bf16_expanded = precision == NNT_PRECISION_BF16 && ncuda == 0 && tr->ctx->bf16_expanded;
     add(t, "%d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s%s\nkernels:   %s\n",
         ncpus, ncuda, sched, (unsigned)precision < 3 ? precisions[precision] : "?",
         bf16_expanded ? " (multiplied as fp32: this CPU's bf16 dot products are slower, so "
