@@ -253,14 +253,28 @@ static int block_whole(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_pos0, i
 }
 
 /* The leading dimension of the band products' transposed operands (kt, vt: hd rows of tk
- * keys, floats or bf16 pairs): tk and 16 words more, so that rows of 1024 keys, 4 KiB apart,
- * do not all fall into the same sets of the L1 cache. Blocks of 1024 x 1024 (8 heads of 64,
- * one thread, AMD Zen 5): a whole block's forward 10.2 ms against 11.65 at a leading dimension
- * of tk, its backward 23.5-23.8 against 26.1-26.3, a diagonal block's 5.38 and 11.6-11.7
- * against 6.02-6.04 and 13.0 (bench/RESULTS-window.md). */
+ * keys, floats or bf16 pairs): tk rounded up to 16 words (a cache line: see aligned_keys) and
+ * 16 words more, so that rows of 1024 keys, 4 KiB apart, do not all fall into the same sets
+ * of the L1 cache. Blocks of 1024 x 1024 (8 heads of 64, one thread, AMD Zen 5): a whole
+ * block's forward 10.2 ms against 11.65 at a leading dimension of tk, its backward 23.5-23.8
+ * against 26.1-26.3, a diagonal block's 5.38 and 11.6-11.7 against 6.02-6.04 and 13.0
+ * (bench/RESULTS-window.md). */
 static int64_t band_ld(int64_t tk)
 {
-    return tk + 16;
+    return (tk + 15) / 16 * 16 + 16;
+}
+
+/* The keys [*klo, *khi) of a call whose k, v rows are prepared (prefetched, transposed,
+ * rounded to bf16) widened to multiples of 16 keys (khi at most tk): with the scratch on a
+ * cache line and band_ld a multiple of 16, each 16 keys of a transposed row are one line. A
+ * window's band starts one key past a multiple of 16 (T 4096, W 512, tiles of 256: keys [1,
+ * 767)), and every store of its transposes split over two lines: (768, 64) transposed in 18.8
+ * us against 6.7 aligned (Intel Xeon, one thread, hot). The extra keys are the call's own
+ * rows (no product reads their columns). */
+static void aligned_keys(int64_t *klo, int64_t *khi, int64_t tk)
+{
+    *klo -= *klo % 16;
+    *khi = (*khi + 15) / 16 * 16 < tk ? (*khi + 15) / 16 * 16 : tk;
 }
 
 /* Room for n transposed (hd, band_ld(tk)) operands of the band products (cpu/attn_band.c),
@@ -352,14 +366,6 @@ static band16 *band16_scratch(band16 *b, const float *p, const uint16_t *h16,
     }
     b->s16 = (uint16_t *)w;
     return b;
-}
-
-/* The keys [*klo, *khi) of a call widened to whole key pairs for the bf16 band products: from
- * an even key, to an even one or tk */
-static void band16_keys(int64_t *klo, int64_t *khi, int64_t tk)
-{
-    *klo -= *klo & 1;
-    *khi += *khi < tk ? *khi & 1 : 0;
 }
 
 /* The pairs of a kv slab for the bf16 band products: k's transposed (and v's: backward),
@@ -530,6 +536,8 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);   /* the rows' first key   */
     if (b16)
         k0 -= k0 & 1;   /* the bf16 band products' key pairs start at even keys */
+    else if (kt)
+        k0 -= k0 % 16;   /* kt + k0 on a cache line (see aligned_keys), for the band abt */
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;     /* to the last row's last    */
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
@@ -645,8 +653,7 @@ static int fwd_tiles(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq, i
     band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 0, 0, r1 - r0, ch, tk, hd);
     if (keys->n > 1 && !kt && !b16)
         return -1;   /* segments: the band products' alone */
-    if (b16)
-        band16_keys(&klo, &khi, tk);
+    aligned_keys(&klo, &khi, tk);
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     kv_segs sg;
     int64_t kv_done = -1;   /* the kv slab sg, ks, vs (and kt) hold */
@@ -982,6 +989,8 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);
     if (b16)
         k0 -= k0 & 1;   /* key pairs from an even key, as the forward's */
+    else if (kt)
+        k0 -= k0 % 16;   /* kt + k0 and vt + k0 on a cache line, as the forward's */
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
@@ -1095,8 +1104,7 @@ static int bwd_tiles(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq, i
     band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 1, whole, r1 - r0, ch, tk, hd);
     if (keys->n > 1 && !kt && !b16)
         return -1;   /* segments: the band products' alone */
-    if (b16)
-        band16_keys(&klo, &khi, tk);
+    aligned_keys(&klo, &khi, tk);
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     kv_segs sg;
     int64_t kv_done = -1;   /* the kv slab sg, ks, vs (and kt, vt) hold */

@@ -638,8 +638,10 @@ void *nnt_cpu_scratch(int slot, size_t bytes);
  * largest hi. Sums over the inner dimension in increasing order, one fused multiply-add a
  * step, on every path (nnt_cpu_band_level; the portable path sums each row's own keys, the
  * same bits where the zeros below hold).
- *   abt: c[r][j] = alpha sum_d a[r][d] bt[d][j] for j in its group's keys (c elsewhere not
- *        written; the caller's softmax reads [lo[r], hi[r]) and clears the rest);
+ *   abt: c[r][j] = alpha sum_d a[r][d] bt[d][j] for j in its group's keys, and from the
+ *        first of them down to a whole vector (a multiple of 16 or 8 columns: aligned loads
+ *        of bt where bt is aligned) (c elsewhere not written; the caller's softmax reads
+ *        [lo[r], hi[r]) and clears the rest);
  *   ab:  c[r][0..hd) += alpha sum_j p[r][j] b[j][..] over its group's keys, p zero outside
  *        [lo[r], hi[r]) there;
  *   atb: c[j][0..hd) += alpha sum_r p[r][j] a[r][..] over the rows from the first to the last

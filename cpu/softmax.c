@@ -15,6 +15,29 @@
 #include "simd_avx2.h"
 #include "simd_avx512.h"
 
+/* row_max_avx2 16 floats a step in four running maxima, the tail in one masked step: the
+ * maximum of a set of floats does not depend on the order it is taken in (a NaN aside: the
+ * exponentials carry it into the sum either way). A row of 512 scores was a chain of 64
+ * dependent 8-float maxima: in a window's forward (T 4096, W 512, one thread, Intel Xeon)
+ * the row maxima took 6.6 % of the time, 1.4 % now (perf). */
+static NNT_AVX512 float row_max_avx512(int64_t n, const float *restrict x)
+{
+    const __m512 lowest = _mm512_set1_ps(-INFINITY);
+    __m512 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest;
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + j));
+        m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + j + 16));
+        m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + j + 32));
+        m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + j + 48));
+    }
+    for (; j + 16 <= n; j += 16)
+        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + j));
+    if (j < n)
+        m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(lowest, nnt_avx512_maskn(n - j), x + j));
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+}
+
 static NNT_AVX2 float row_max_avx2(int64_t n, const float *restrict x)
 {
     float bm = x[0];
@@ -157,7 +180,7 @@ float nnt_cpu_row_max_f32(int64_t n, const float *x)
 {
 #if NNT_CPU_X86
     if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
-        return row_max_avx2(n, x);
+        return nnt_cpu_avx512() ? row_max_avx512(n, x) : row_max_avx2(n, x);
 #endif
     float bm = x[0];
     for (int64_t j = 1; j < n; j++)

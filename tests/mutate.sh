@@ -569,6 +569,10 @@ dpo_sigmoid_norm_summed|lib/train/dpo.c|s@        double loss = sigmoid_term(bet
 dpo_robust_smoothing_unchecked|lib/train/trainer.c|s@    if (flips \&\& !(e >= 0 \&\& e < 0.5))@    if (0)@|robust DPO and AOT: a flip probability of 0.5 or more taken
 dpo_aot_routed_by_x|lib/train/dpo.c|s@            dr\[ry\[i\].j\] = -g;@            dr[rx[i].j] = -g;@|aot_unpaired: the rejected derivatives given by the chosen order
 dpo_aot_rejected_as_chosen|lib/train/dpo.c|s@            dr\[rx\[i\].j\] = -g;@            dr[ry[i].j] = -g;@|aot: the rejected derivatives given by the reference order
+row_max_tail_short|cpu/softmax.c|s@_mm512_mask_loadu_ps(lowest, nnt_avx512_maskn(n - j), x + j)@_mm512_mask_loadu_ps(lowest, nnt_avx512_maskn(n - j - 1), x + j)@|AVX-512 row maximum: the last float of a masked tail left out
+row_max_fourth_lost|cpu/softmax.c|s@_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))@_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m2))@|AVX-512 row maximum: the fourth running maximum not reduced
+aligned_keys_short|cpu/attention.c|s@\*khi = (\*khi + 15) / 16 \* 16 < tk ? (\*khi + 15) / 16 \* 16 : tk;@*khi = *khi / 16 * 16;@|attention: the keys prepared for a call rounded down at their end (the last transposed rows missing)
+abt_first_key_up|cpu/attn_band_impl.h|s@            k0 -= k0 % VW;@            k0 += k0 % VW;@|band products: the scores of a group start past its first key
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

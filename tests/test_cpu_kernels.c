@@ -2661,6 +2661,56 @@ START_TEST(test_isa_avx512)
 }
 END_TEST
 
+/* The softmax rows' maximum (nnt_cpu_row_max_f32) on every path: the largest value of rows of
+ * every length to 200 (AVX-512: the 64-float steps, 16-float steps and every masked tail),
+ * the largest placed first, last, in the middle and at every tail position, and -inf and inf
+ * among the values. */
+static float row_max_reference(int64_t n, const float *x)
+{
+    float m = x[0];
+    for (int64_t j = 1; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+START_TEST(test_isa_row_max)
+{
+    const int top = nnt_cpu_avx512_force(-1);
+    for (int path = 0; path < 3; path++) {
+        if (path > 0 && !force_avx2("isa_row_max"))
+            break;
+        if (path == 2 && top == 0)
+            break;
+        if (path == 0)
+            nnt_cpu_isa_force(NNT_CPU_ISA_GENERIC);
+        else
+            nnt_cpu_avx512_force(path == 2 ? top : 0);
+        for (int64_t n = 1; n <= 200; n++) {
+            rng_seed(31 + (unsigned)n);
+            float *x = rand_f(n, -50, -1);
+            int64_t at[5] = {0, n - 1, n / 2, n - 1 - n % 16, n / 64 * 64};
+            for (int a = 0; a < 5; a++) {
+                int64_t i = at[a] < 0 ? 0 : at[a] < n ? at[a] : n - 1;
+                float keep = x[i];
+                x[i] = 3.5f + (float)a;
+                if (n > 2)
+                    x[(i + 1) % n] = -INFINITY;
+                ck_assert_msg(nnt_cpu_row_max_f32(n, x) == row_max_reference(n, x),
+                              "path %d, n %lld, largest at %lld: %.9g against %.9g", path,
+                              (long long)n, (long long)i, (double)nnt_cpu_row_max_f32(n, x),
+                              (double)row_max_reference(n, x));
+                x[i] = keep;
+            }
+            x[n / 3] = INFINITY;
+            ck_assert(nnt_cpu_row_max_f32(n, x) == INFINITY);
+            free(x);
+        }
+    }
+    nnt_cpu_avx512_force(-1);
+    nnt_cpu_isa_force(-1);
+}
+END_TEST
+
 /* NNT_CPU_ISA=generic forces the portable path; unset, the CPU decides */
 START_TEST(test_isa_env)
 {
@@ -3414,8 +3464,9 @@ static void band_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wors
         /* relative to the sum of the terms' magnitudes: measured 1.5e-7 at most */
         EXPECT_TOL(e, 1.5e-6, "%s, level %d", what, level);
         *worst = e > *worst ? e : *worst;
-        /* a row's scores outside its group's keys: never written */
-        int mr = level == 2 ? 8 : level == 1 ? 6 : 1;
+        /* a row's scores outside its group's keys, those from its first key down to a whole
+         * vector of columns (16 floats AVX-512, 8 AVX2) aside: never written */
+        int mr = level == 2 ? 8 : level == 1 ? 6 : 1, vw = level == 2 ? 16 : level == 1 ? 8 : 1;
         for (int64_t g = 0; g < m; g += mr) {
             int64_t k0 = INT64_MAX, k1 = INT64_MIN;
             for (int64_t r = g; r < g + mr && r < m; r++)
@@ -3425,7 +3476,7 @@ static void band_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wors
                 }
             for (int64_t r = g; r < g + mr && r < m; r++)
                 for (int64_t j = 0; j < nk; j++)
-                    if (j < k0 || j >= k1)
+                    if (j < k0 - k0 % vw || j >= k1)
                         ck_assert_msg(s[r * nk + j] == sentinel,
                                       "%s, level %d: row %lld key %lld written", what, level,
                                       (long long)r, (long long)j);
@@ -3545,7 +3596,7 @@ static void band16_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wo
     /* relative to the sum of the terms' magnitudes: measured 8.4e-8 at most */
     EXPECT_TOL(e, 1.5e-6, "%s", what);
     *worst = e > *worst ? e : *worst;
-    for (int64_t g = 0; g < m; g += 8) {   /* groups of 8 rows */
+    for (int64_t g = 0; g < m; g += 8) {   /* groups of 8 rows, keys from a vector of 16 */
         int64_t k0 = INT64_MAX, k1 = INT64_MIN;
         for (int64_t r = g; r < g + 8 && r < m; r++)
             if (lo[r] < hi[r]) {
@@ -3554,7 +3605,7 @@ static void band16_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wo
             }
         for (int64_t r = g; r < g + 8 && r < m; r++)
             for (int64_t j = 0; j < nk; j++)
-                if (j < k0 || j >= k1)
+                if (j < k0 - k0 % 16 || j >= k1)
                     ck_assert_msg(s[r * nk + j] == sentinel, "%s: row %lld key %lld written",
                                   what, (long long)r, (long long)j);
     }
@@ -3917,6 +3968,7 @@ static Suite *cpu_suite(void)
         {"isa_exp", test_isa_exp},               {"isa_paths", test_isa_paths},
         {"isa_env", test_isa_env},               {"isa_convert", test_isa_convert},
         {"isa_avx512", test_isa_avx512},
+        {"isa_row_max", test_isa_row_max},
         {"band_products", test_band_products},
         {"band16_products", test_band16_products},
         {"band16_grad_rows", test_band16_grad_rows},
