@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Distinct products of one training step fit: a model's GEMM shapes (GPT-2: ~30), and the
  * attention kernels' (chunks against key tiles cut by the diagonal or a window: each a shape
@@ -127,12 +126,7 @@ int nnt_cpu_dnnl_choose_b(char *why, size_t len)
         snprintf(why, len, "NNT_GEMM_BF16_B='%s': use reorder or stored", v);
         return -1;
     }
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#else
-    long l2 = 0;
-#endif
-    l2_bytes = l2 > 0 ? (size_t)l2 : (size_t)1 << 20;   /* unknown: the 1 MiB measured */
+    l2_bytes = nnt_cpu_l2_bytes();
     if (v && strcmp(v, "reorder") == 0)
         b_mode = NNT_DNNL_B_REORDER;
     else if (v && strcmp(v, "stored") == 0)

@@ -2,6 +2,8 @@
 /* nnt CPU kernels: which instruction set the elementwise kernels use (run-time choice). */
 #include "nnt_cpu.h"
 
+#include <unistd.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,4 +85,14 @@ int nnt_cpu_avx512_force(int level)
 const char *nnt_cpu_isa_name(void)
 {
     return nnt_cpu_isa() == NNT_CPU_ISA_AVX2 ? "avx2" : "generic";
+}
+
+size_t nnt_cpu_l2_bytes(void)
+{
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#else
+    long l2 = 0;
+#endif
+    return l2 > 0 ? (size_t)l2 : (size_t)1 << 20;   /* unknown: 1 MiB */
 }

@@ -54,6 +54,8 @@ const char *nnt_cpu_isa_name(void);      /* "generic" or "avx2", a static string
 /* Tests: force a level (one the CPU lacks gives generic); -1 returns to the default (and
  * reads NNT_CPU_ISA again at the next call).                                               */
 void nnt_cpu_isa_force(int level);
+/* A core's L2 cache in bytes (sysconf; 1 MiB where the system does not say) */
+size_t nnt_cpu_l2_bytes(void);
 
 /* ---- elementwise, n contiguous elements ---------------------------------------------- */
 

@@ -74,7 +74,7 @@ band_runs_last_lost|lib/ops/attention.c|s@    for (int64_t r = 0; done < nt \&\&
 trace_records_before_start|lib/trace/trace.c|s@if (st.tracing \&\& ts_ns(\&p->submit_time) >= st.trace_t0)@if (st.tracing)@|trace: the tasks submitted before nnt_trace_start recorded too
 packed_window_ignored|cpu/attn_mask.h|s@        n = s > n ? s : n;@        n = s;@|attention with packed examples: the window ignored (each query sees all of its example)
 band_budget_ignored|lib/ops/attention.c|s@(5 + 4 \* longest) \* tile_bytes > ctx->ram_budget / 4)@(5 + 4 * longest) * tile_bytes > ctx->ram_budget * 4)@|band tasks: kept under a RAM budget whose quarter their tiles exceed
-band_workers_ignored|lib/ops/attention.c|s@runs >= ctx->ncpus)@runs >= 1)@|band tasks: the backward by bands with fewer runs than CPU workers
+band_workers_ignored|lib/ops/attention.c|s@(runs >= ctx->ncpus \&\&@(runs >= 1 \&\&@|band tasks: the backward by bands with fewer runs than CPU workers
 band16_grad_subnormal|cpu/attn_band16.c|s@    if (_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) \&@    if (0 \&\& _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) \&@|bf16 backward score rows: subnormal p and ds flushed to 0 by VCVTNEPS2BF16
 band16_grad_keys_from_0|cpu/attn_band16.c|s@(nnt_avx512_maskn(b) \& ~nnt_avx512_maskn(a))@(nnt_avx512_maskn(b))@|bf16 backward score rows: the columns before a rows first key kept
 attn_rescale_skipped|cpu/attention.c|s@        if (m\[i\] != mnew) {@        if (0) {@|attention forward: o and l not rescaled when the running maximum moves
@@ -573,6 +573,7 @@ row_max_tail_short|cpu/softmax.c|s@_mm512_mask_loadu_ps(lowest, nnt_avx512_maskn
 row_max_fourth_lost|cpu/softmax.c|s@_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))@_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m2))@|AVX-512 row maximum: the fourth running maximum not reduced
 aligned_keys_short|cpu/attention.c|s@\*khi = (\*khi + 15) / 16 \* 16 < tk ? (\*khi + 15) / 16 \* 16 : tk;@*khi = *khi / 16 * 16;@|attention: the keys prepared for a call rounded down at their end (the last transposed rows missing)
 abt_first_key_up|cpu/attn_band_impl.h|s@            k0 -= k0 % VW;@            k0 += k0 % VW;@|band products: the scores of a group start past its first key
+band_fit_no_window|lib/ops/attention.c|s@    int64_t keys = window + 64 + 15;@    int64_t keys = 64 + 15;@|band tasks: the backward L2 rule without the keys of the window
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

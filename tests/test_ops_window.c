@@ -534,15 +534,38 @@ static int64_t longest_band(int64_t T, int64_t ts, int64_t w)
     return longest;
 }
 
+/* A core's L2 cache as the library reads it (sysconf; 1 MiB where the system does not say) */
+static int64_t l2_bytes(void)
+{
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#else
+    long l2 = 0;
+#endif
+    return l2 > 0 ? (int64_t)l2 : (int64_t)1 << 20;
+}
+
+/* Whether a band task's backward row chunks keep their kv rows within L2
+ * (nnt_tensor_attention_ex(3)): five (keys, hd) float arrays over W + 79 keys, at most the
+ * band's L key tiles of ts */
+static int band_rows_fit(int64_t w, int64_t L, int64_t ts, int64_t hd)
+{
+    int64_t keys = w + 79 < L * ts ? w + 79 : L * ts;
+    return 5 * keys * hd * (int64_t)sizeof(float) <= l2_bytes();
+}
+
 /* Whether the backward goes by band tasks (nnt_tensor_attention_ex(3)): on CPU workers alone,
- * where every q head tile reads one kv head tile whole, the sequence holds at least 2 L tiles
- * and the batch and head tiles as many runs of L query tiles as there are CPU workers */
+ * where every q head tile reads one kv head tile whole, the sequence holds at least 2 L tiles,
+ * the batch and head tiles as many runs of L query tiles as there are CPU workers, and a row
+ * chunk's kv rows fit L2 (heads of hd) */
 static int backward_by_bands(int whole, int ncpu, int ncuda, int64_t B, int64_t tb,
-                             int64_t H, int64_t th, int64_t T, int64_t ts, int64_t w)
+                             int64_t H, int64_t th, int64_t T, int64_t ts, int64_t w,
+                             int64_t hd)
 {
     int64_t nt = (T + ts - 1) / ts, L = longest_band(T, ts, w);
     int64_t pairs = (B + tb - 1) / tb * ((H + th - 1) / th);
-    return whole && ncuda == 0 && L <= 8 && nt >= 2 * L && pairs * (nt / L) >= ncpu;
+    return whole && ncuda == 0 && L <= 8 && nt >= 2 * L && pairs * (nt / L) >= ncpu &&
+           band_rows_fit(w, L, ts, hd);
 }
 
 START_TEST(band_tasks_match_blocks)
@@ -572,7 +595,7 @@ START_TEST(band_tasks_match_blocks)
             banded += fwd_band > 0;
             long long bwd_band = test_traced_count(path, "nnt_attn_bwd_band");
             int want = backward_by_bands(whole, ncpu, ncuda, WB, tl[0], WH, tl[1], WT, tl[2],
-                                         windows[wi]);
+                                         windows[wi], WD);
             ck_assert_msg((bwd_band > 0) == want, "%lld backward band tasks (expected %s), "
                           "NKV %d, W %d, tiling %d, %d CPU workers", bwd_band,
                           want ? "some" : "none", (int)nkv, (int)windows[wi], t, ncpu);
@@ -807,7 +830,7 @@ START_TEST(band_tasks_within_ram_budget)
                   "12 MiB: %lld band and %lld block tasks (%lld blocks without bands)",
                   bands[1], blocks[1], blocks[0]);
     /* the backward by band tasks where 2 runs keep the CPU workers busy (2 or fewer) */
-    int bwd = backward_by_bands(1, ncpu, ncuda, 1, 1, 8, 8, RB_T, 128, 100);
+    int bwd = backward_by_bands(1, ncpu, ncuda, 1, 1, 8, 8, RB_T, 128, 100, 64);
     ck_assert_msg(ncuda > 0 || (bands[2] == (bwd ? 2 : 1) * (RB_T / 128) &&
                                 (blocks[2] == 0) == bwd),
                   "64 MiB: %lld band and %lld block tasks, %d CPU workers", bands[2],
@@ -864,7 +887,7 @@ START_TEST(band_tasks_keep_every_worker_busy)
     for (int64_t B = 1; B <= 2; B++) {
         long long nb[4], nr[4];
         struct run blocks = workers_run(B, in, "0", nb), run = workers_run(B, in, NULL, nr);
-        int want = backward_by_bands(1, ncpu, ncuda, B, 1, 8, 8, RB_T, 128, 100);
+        int want = backward_by_bands(1, ncpu, ncuda, B, 1, 8, 8, RB_T, 128, 100, 64);
         ck_assert_msg(nb[FWD_BANDS] == 0 && nb[BWD_BANDS] == 0 &&
                       nr[FWD_BANDS] == B * (RB_T / 128) && nr[FWD_BLOCKS] == 0 &&
                       nr[BWD_BANDS] == (want ? nr[FWD_BANDS] : 0) &&
@@ -894,6 +917,80 @@ START_TEST(band_tasks_keep_every_worker_busy)
            "by blocks (by band tasks with NNT_ATTN_BAND_TASKS=2), B 2 by band tasks\n", ncpu);
     for (int i = 0; i < 4; i++)
         free((void *)in[i]);
+}
+END_TEST
+
+/* The backward's band tasks only where a row chunk's kv rows fit a core's L2
+ * (nnt_tensor_attention_ex(3)): heads of 256 under the smallest window (a multiple of 128)
+ * whose five (W + 79, 256) float arrays exceed this host's L2, in sequence tiles of W / 2 (L
+ * 3) over 8 query tiles and as many batch rows as keep the CPU workers' rule met: forward by
+ * band tasks, backward by block tasks; NNT_ATTN_BAND_TASKS=2 takes band tasks both ways; the
+ * two within float rounding. */
+START_TEST(band_backward_needs_l2)
+{
+    const int64_t hd = 256;
+    int64_t w = 128;
+    while (band_rows_fit(w, 3, w / 2, hd))
+        w += 128;
+    int ncpu = 0, ncuda = 0;
+    EXPECT_OK(nnt_ctx_workers(ctx, &ncpu, &ncuda));
+    if (ncuda > 0) {
+        printf("test_ops_window band_backward_needs_l2: skipped: CUDA workers (blocks)\n");
+        return;
+    }
+    const int64_t ts = w / 2, T = 8 * ts, B = ncpu > 2 ? (ncpu + 1) / 2 : 1;
+    const int64_t shape[4] = {B, 1, T, hd}, tile[4] = {1, 1, ts, hd}, n = B * T * hd;
+    ck_assert(backward_by_bands(1, ncpu, ncuda, B, 1, 1, 1, T, ts, w, hd) == 0 &&
+              backward_by_bands(1, ncpu, ncuda, B, 1, 1, 1, T, ts, w, 64) == 1);
+    float *in[4];
+    for (int i = 0; i < 4; i++)
+        in[i] = test_random_f32(n, 61 + (unsigned)i, -1, 1);
+    struct run r[2];
+    long long count[2][4];
+    static const char *const codelets[4] = {"nnt_attn_fwd_band", "nnt_attn_bwd_band",
+                                            "nnt_attn_fwd_block", "nnt_attn_bwd_block"};
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nnt-test-band-l2-%ld.txt", (long)getpid());
+    for (int m = 0; m < 2; m++) {   /* the default, then NNT_ATTN_BAND_TASKS=2 */
+        if (m)
+            setenv("NNT_ATTN_BAND_TASKS", "2", 1);
+        nnt_tensor *t[9];
+        for (int i = 0; i < 8; i++)   /* q, k, v, dout, then o, dq, dk, dv */
+            t[i] = tensor_f32(4, shape, tile, i < 4 ? in[i] : NULL);
+        t[8] = tensor_f32(3, shape, tile, NULL);
+        nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+        ao.window = w;
+        EXPECT_OK(nnt_trace_start(ctx));
+        EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[4], t[8]));
+        EXPECT_OK(nnt_tensor_attention_backward_ex(t[0], t[1], t[2], t[4], t[8], t[3], &ao,
+                                                   t[5], t[6], t[7]));
+        EXPECT_OK(nnt_trace_stop(ctx, NULL, path));
+        unsetenv("NNT_ATTN_BAND_TASKS");
+        for (int c = 0; c < 4; c++)
+            count[m][c] = test_traced_count(path, codelets[c]);
+        struct run x = {to_host(t[4]), to_host(t[8]), to_host(t[5]), to_host(t[6]),
+                        to_host(t[7]), NULL};
+        r[m] = x;
+        destroy_all(9, t);
+    }
+    remove(path);
+    ck_assert_msg(count[0][FWD_BANDS] == B * 8 && count[0][BWD_BANDS] == 0 &&
+                      count[0][BWD_BLOCKS] > 0,
+                  "W %d, heads of 256, L2 %lld bytes: %lld forward and %lld backward band "
+                  "tasks, %lld backward blocks", (int)w, (long long)l2_bytes(),
+                  count[0][FWD_BANDS], count[0][BWD_BANDS], count[0][BWD_BLOCKS]);
+    ck_assert_msg(count[1][BWD_BANDS] == B * 8 && count[1][BWD_BLOCKS] == 0,
+                  "NNT_ATTN_BAND_TASKS=2: %lld backward band tasks, %lld blocks",
+                  count[1][BWD_BANDS], count[1][BWD_BLOCKS]);
+    double e = fmax(test_rel_err(r[1].o, r[0].o, n), test_rel_err(r[1].dq, r[0].dq, n));
+    e = fmax(e, fmax(test_rel_err(r[1].dk, r[0].dk, n), test_rel_err(r[1].dv, r[0].dv, n)));
+    EXPECT_TOL(e, BAND_TOL, "o, dq, dk, dv: backward by bands against blocks, heads of 256");
+    printf("test_ops_window band_backward_needs_l2: L2 %lld bytes, W %d, heads of 256: "
+           "backward by blocks (%lld tasks), by bands with NNT_ATTN_BAND_TASKS=2; %.2e apart\n",
+           (long long)l2_bytes(), (int)w, count[0][BWD_BLOCKS], e);
+    run_free(&r[0]), run_free(&r[1]);
+    for (int i = 0; i < 4; i++)
+        free(in[i]);
 }
 END_TEST
 
@@ -1056,6 +1153,7 @@ static Suite *ops_window_suite(void)
     tcase_add_test(tc, random_shapes_match_reference);
     tcase_add_test(tc, band_tasks_within_ram_budget);
     tcase_add_test(tc, band_tasks_keep_every_worker_busy);
+    tcase_add_test(tc, band_backward_needs_l2);
     tcase_add_loop_test(tc, window_kv_matches_reference, 0, 3 * KV_NC);
     tcase_add_loop_test(tc, sinks_match_reference, 0, 3);
     tcase_add_test(tc, window_kv_rows_match_whole_sequence);

@@ -233,13 +233,30 @@ static int64_t band_longest(const nnt_tensor *q, const nnt_tensor *k, int64_t bi
     return longest;
 }
 
+/* Whether a band task's backward keeps the kv rows its row chunks read within a core's L2
+ * cache: k, k^T, v^T, dk and dv (floats) over a chunk's keys, the window's and those of one
+ * chunk of query rows (cpu/attention.c: 64 rows against a band of several key tiles, and 15
+ * keys of alignment), at most the band's `band_keys`. Heads of 64, W 512: 0.74 MiB, within
+ * the 1 and 2 MiB of AMD Zen 4/5 and the Intel Xeon measured, where the band tasks ran the
+ * window's attention 1.02-1.05x faster than the blocks (bench/RESULTS-window.md); gemma3-
+ * 270m's heads of 256, W 512: 3 MiB, where the blocks' backward (1.3 MiB of such rows a
+ * block of 256 keys) took 3-8 % less worker time in a training step and 8-10 % less time
+ * through the op (Intel Xeon, 2 MiB L2). */
+static int band_backward_fits(int64_t window, int64_t band_keys, int64_t hd)
+{
+    int64_t keys = window + 64 + 15;
+    keys = keys < band_keys ? keys : band_keys;
+    return 5 * keys * hd * (int64_t)sizeof(float) <= (int64_t)nnt_cpu_l2_bytes();
+}
+
 /* Whether the attention of q (one hd tile) against k goes by band tasks: a window, no CUDA
  * worker (the band codelets are the CPU's; CUDA's blocks are unchanged), NNT_ATTN_BAND_TASKS
  * not 0, every q head tile reading one kv head tile whole, bands of at most
  * NNT_ATTN_BAND_MAX key tiles, for the backward at least two runs of L query tiles (L the
  * longest band: backward_runs) a (batch, head) tile and as many runs, over the (batch, head)
- * tiles, as the context has CPU workers (not asked with NNT_ATTN_BAND_TASKS=2, which measures
- * that rule), and under a RAM
+ * tiles, as the context has CPU workers, and the rows of its chunks within L2
+ * (band_backward_fits; NNT_ATTN_BAND_TASKS=2 asks neither, to measure those rules), and under
+ * a RAM
  * budget a band task's tiles (5 q-side and 4 kv-side tiles a key tile at most) within a
  * quarter of it (a block task has 7 to 9). (The backward's blocks run a diagonal's tasks in
  * parallel, L times as many as the band tasks' runs, or classes before: in a list-scheduling
@@ -272,9 +289,13 @@ static int band_tasks(const nnt_tensor *q, const nnt_tensor *k, int64_t window,
     if (longest > NNT_ATTN_BAND_MAX)
         return 0;
     int64_t runs = q->grid[0] * q->grid[1] * (q->grid[2] / longest);   /* the most */
-    int any_workers = env && strcmp(env, "2") == 0;   /* benchmarks: the rule off */
-    return !backward ||
-           (q->grid[2] >= 2 * longest && (any_workers || runs >= ctx->ncpus));
+    int64_t kshape[4];   /* the largest key tile's */
+    nnt_tensor_tile_shape_at(k, 0, kshape);
+    int rules_off = env && strcmp(env, "2") == 0;   /* benchmarks: the two rules off */
+    return !backward || (q->grid[2] >= 2 * longest &&
+                         (rules_off || (runs >= ctx->ncpus &&
+                                        band_backward_fits(window, longest * kshape[2],
+                                                           q->shape[3]))));
 }
 
 /* The band task of query tile (bi, hi, i) against kv head tile hk (map: their slabs); the
