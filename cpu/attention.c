@@ -524,6 +524,14 @@ static void segs_atb(const kv_segs *sg, int dk, int pairs, int64_t rows, int64_t
 
 /* ---- forward ---------------------------------------------------------------------------- */
 
+/* A chunk's first score column: the rows' first key k0 rounded down where band products
+ * compute the scores, to an even key for the bf16 ones (their key pairs), to a multiple of 16
+ * for the float ones (kt + k0, vt + k0 on a cache line: see aligned_keys); k0 for the GEMMs */
+static int64_t chunk_key0(int64_t k0, const band16 *b16, const float *kt)
+{
+    return b16 ? k0 - (k0 & 1) : kt ? k0 - k0 % 16 : k0;
+}
+
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
  * q, o: (tq, hd); k, v: (tk, hd) (the GEMMs), or in segments sg (the band products: v's
  * rows); m, l: (tq). Every row sees at least one key. */
@@ -533,11 +541,7 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
                       const float *kt, const band16 *b16, float *o, float *m, float *l, float *p)
 {
     int64_t rows = i1 - i0;
-    int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);   /* the rows' first key   */
-    if (b16)
-        k0 -= k0 & 1;   /* the bf16 band products' key pairs start at even keys */
-    else if (kt)
-        k0 -= k0 % 16;   /* kt + k0 on a cache line (see aligned_keys), for the band abt */
+    int64_t k0 = chunk_key0(chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos), b16, kt);
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;     /* to the last row's last    */
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
@@ -986,11 +990,7 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
 {
     float *dk = kv->dk[0], *dv = kv->dv[0];   /* the GEMMs: one segment */
     int64_t rows = i1 - i0;
-    int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);
-    if (b16)
-        k0 -= k0 & 1;   /* key pairs from an even key, as the forward's */
-    else if (kt)
-        k0 -= k0 % 16;   /* kt + k0 and vt + k0 on a cache line, as the forward's */
+    int64_t k0 = chunk_key0(chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos), b16, kt);
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */

@@ -64,7 +64,7 @@ band_seg_clip_short|cpu/attention.c|s@int64_t b = hi\[r\] < ca ? ca : (hi\[r\] >
 band_seg_transpose_at|cpu/attention.c|s@xt + sa, ld);@xt + sa - sg->at[s], ld);@|band tasks: the k of each key tile transposed to its own columns (from 0), not to those of the band
 band16_pair_start|cpu/attn_band16.c|s@#define BAND_IN0(k) ((k) / 2)@#define BAND_IN0(k) (((k) + 1) / 2)@|bf16 band products: p v (and p^T dout, ds^T q) without the first pair of a group that starts at an odd key (row)
 band16_dv_of_ds|cpu/attention.c|s@segs_atb(sg, 0, 1, rows, k0, nk, hd, 1.0f, b16->pp,@segs_atb(sg, 0, 1, rows, k0, nk, hd, 1.0f, b16->dsp,@|bf16 band backward: dv from ds instead of p
-band16_odd_k0|cpu/attention.c|s@        k0 -= k0 \& 1;   /\* the bf16 band products. key pairs start at even keys \*/@        k0 += 0;@|bf16 band products: key pairs from an odd first key (q k^T and p v misaligned)
+band16_odd_k0|cpu/attention.c|s@return b16 ? k0 - (k0 \& 1) :@return b16 ? k0 :@|bf16 band products: key pairs from an odd first key (q k^T and p v misaligned)
 band_transpose_lane|cpu/attn_band.c|s@_mm512_storeu_ps(o + 4 \* ldt, _mm512_shuffle_f32x4(add, bdd, 0x88));@_mm512_storeu_ps(o + 4 * ldt, _mm512_shuffle_f32x4(add, bdd, 0xdd));@|band products: the AVX-512 transpose of k writes column 12 where column 4 goes
 band_run_gofs|cpu/attention.c|s@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs + h,@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs,@|band tasks: every run of q heads reads the kv slab of the first run
 band_start_ignored|cpu/attention.c|s@                if (keys->start\[j\]) {@                if (0) {@|band tasks: dk, dv of a key tile not zeroed before their first sums
@@ -74,7 +74,7 @@ band_runs_last_lost|lib/ops/attention.c|s@    for (int64_t r = 0; done < nt \&\&
 trace_records_before_start|lib/trace/trace.c|s@if (st.tracing \&\& ts_ns(\&p->submit_time) >= st.trace_t0)@if (st.tracing)@|trace: the tasks submitted before nnt_trace_start recorded too
 packed_window_ignored|cpu/attn_mask.h|s@        n = s > n ? s : n;@        n = s;@|attention with packed examples: the window ignored (each query sees all of its example)
 band_budget_ignored|lib/ops/attention.c|s@(5 + 4 \* longest) \* tile_bytes > ctx->ram_budget / 4)@(5 + 4 * longest) * tile_bytes > ctx->ram_budget * 4)@|band tasks: kept under a RAM budget whose quarter their tiles exceed
-band_workers_ignored|lib/ops/attention.c|s@(runs >= ctx->ncpus \&\&@(runs >= 1 \&\&@|band tasks: the backward by bands with fewer runs than CPU workers
+band_workers_ignored|lib/ops/attention.c|s@return runs >= ctx->ncpus \&\&@return runs >= 1 \&\&@|band tasks: the backward by bands with fewer runs than CPU workers
 band16_grad_subnormal|cpu/attn_band16.c|s@    if (_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) \&@    if (0 \&\& _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) \&@|bf16 backward score rows: subnormal p and ds flushed to 0 by VCVTNEPS2BF16
 band16_grad_keys_from_0|cpu/attn_band16.c|s@(nnt_avx512_maskn(b) \& ~nnt_avx512_maskn(a))@(nnt_avx512_maskn(b))@|bf16 backward score rows: the columns before a rows first key kept
 attn_rescale_skipped|cpu/attention.c|s@        if (m\[i\] != mnew) {@        if (0) {@|attention forward: o and l not rescaled when the running maximum moves

@@ -288,14 +288,16 @@ static int band_tasks(const nnt_tensor *q, const nnt_tensor *k, int64_t window,
         return 0;
     if (longest > NNT_ATTN_BAND_MAX)
         return 0;
+    if (!backward)
+        return 1;
+    if (q->grid[2] < 2 * longest)
+        return 0;
+    if (env && strcmp(env, "2") == 0)   /* benchmarks: the two rules below off */
+        return 1;
     int64_t runs = q->grid[0] * q->grid[1] * (q->grid[2] / longest);   /* the most */
     int64_t kshape[4];   /* the largest key tile's */
     nnt_tensor_tile_shape_at(k, 0, kshape);
-    int rules_off = env && strcmp(env, "2") == 0;   /* benchmarks: the two rules off */
-    return !backward || (q->grid[2] >= 2 * longest &&
-                         (rules_off || (runs >= ctx->ncpus &&
-                                        band_backward_fits(window, longest * kshape[2],
-                                                           q->shape[3]))));
+    return runs >= ctx->ncpus && band_backward_fits(window, longest * kshape[2], q->shape[3]);
 }
 
 /* The band task of query tile (bi, hi, i) against kv head tile hk (map: their slabs); the
